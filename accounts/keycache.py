@@ -1,0 +1,83 @@
+"""Per-process cache from an API key's hash to what the hot path needs to know about it.
+
+Entries live EZAT_KEY_CACHE_TTL seconds, so a revocation (or a limit change) reaches every process
+within that time, and a busy key costs one small query per TTL per process, not one per request.
+Unknown-but-well-formed keys are cached as misses too, so a client hammering with a deleted key
+cannot hammer the database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from accounts import keys
+
+MAX_ENTRIES = 50_000
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    id: int
+    org_id: int
+    prefix: str
+    rpm_limit: int
+    spend_cap_nano: int | None
+
+
+def _fetch(key_hash: str) -> KeyInfo | None:
+    from accounts.models import ApiKey
+
+    close_old_connections()
+    key = (
+        ApiKey.objects.filter(key_hash=key_hash, revoked_at__isnull=True)
+        .only("id", "org_id", "prefix", "rpm_limit", "spend_cap_nano", "last_used_at")
+        .first()
+    )
+    if key is None:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        # Piggybacks on the TTL refresh: "last used" is accurate to about a minute, for free.
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return KeyInfo(
+        id=key.id,
+        org_id=key.org_id,
+        prefix=key.prefix,
+        rpm_limit=key.rpm_limit or settings.EZAT_DEFAULT_RPM,
+        spend_cap_nano=key.spend_cap_nano,
+    )
+
+
+class KeyCache:
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[float, KeyInfo | None]] = OrderedDict()
+
+    async def lookup(self, secret: str) -> KeyInfo | None:
+        if not keys.is_well_formed(secret):
+            return None
+        key_hash = keys.hash_key(secret)
+        now = time.monotonic()
+        hit = self._entries.get(key_hash)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        info = await sync_to_async(_fetch, thread_sensitive=False)(key_hash)
+        self._entries[key_hash] = (now + settings.EZAT_KEY_CACHE_TTL, info)
+        self._entries.move_to_end(key_hash)
+        while len(self._entries) > MAX_ENTRIES:
+            self._entries.popitem(last=False)
+        return info
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+cache = KeyCache()

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from accounts.services import AccountsError, create_org
+from billing.services import grant_credit
+from ezat.cli import parse_usd
+
+
+class Command(BaseCommand):
+    help = "Create an organization, optionally with prepaid credit."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name")
+        parser.add_argument("--credit-usd")
+
+    def handle(self, *args: object, **options: object) -> None:
+        credit = options["credit_usd"]
+        amount = parse_usd(str(credit), what="--credit-usd") if credit is not None else None
+        try:
+            with transaction.atomic():
+                org = create_org(name=str(options["name"]))
+                if amount:
+                    grant_credit(org=org, amount_nano=amount, memo="initial credit", created_by="cli")
+        except AccountsError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"organization {org.name} created (id {org.pk})")

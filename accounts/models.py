@@ -1,0 +1,91 @@
+"""Organisations, their members and their API keys."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Organization(models.Model):
+    """A customer. `balance_nano` mirrors Σ ledger and changes only with a ledger row."""
+
+    name = models.CharField(max_length=100, unique=True)
+    balance_nano = models.BigIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        MEMBER = "member", "Member"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "org"], name="uniq_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.org} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """An inference key. The secret is shown once; only its SHA-256 is kept."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=20, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    rpm_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests per minute; empty = the default."
+    )
+    spend_cap_nano = models.BigIntegerField(
+        null=True, blank=True, help_text="Spend cap per calendar month in nano-USD; empty = none."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class ManagementKey(models.Model):
+    """A key for the management API (scripts), separate from inference keys; owners only."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="management_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=20, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"

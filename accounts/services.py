@@ -1,0 +1,106 @@
+"""Writes for orgs, memberships and keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from accounts import keys
+from accounts.models import ApiKey, ManagementKey, Membership, Organization
+
+
+class AccountsError(ValueError):
+    """Bad input to an accounts operation; the message is shown to the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """A key right after creation: the only time the secret exists in clear."""
+
+    key: ApiKey
+    secret: str
+
+
+def create_org(*, name: str) -> Organization:
+    name = name.strip()
+    if not name:
+        raise AccountsError("organization name must not be empty")
+    if Organization.objects.filter(name=name).exists():
+        raise AccountsError(f"organization {name!r} already exists")
+    return Organization.objects.create(name=name)
+
+
+def add_member(*, org: Organization, user: AbstractBaseUser, role: str) -> Membership:
+    if role not in Membership.Role.values:
+        raise AccountsError(f"role must be one of {', '.join(Membership.Role.values)}")
+    membership, _ = Membership.objects.update_or_create(user=user, org=org, defaults={"role": role})
+    return membership
+
+
+def create_api_key(
+    *,
+    org: Organization,
+    name: str = "",
+    rpm_limit: int | None = None,
+    spend_cap_nano: int | None = None,
+    created_by: AbstractBaseUser | None = None,
+) -> NewKey:
+    if rpm_limit is not None and rpm_limit < 1:
+        raise AccountsError("rpm must be a positive integer")
+    if spend_cap_nano is not None and spend_cap_nano < 0:
+        raise AccountsError("spend cap must not be negative")
+    secret = keys.generate()
+    key = ApiKey.objects.create(
+        org=org,
+        name=name.strip(),
+        prefix=keys.display_prefix(secret),
+        key_hash=keys.hash_key(secret),
+        rpm_limit=rpm_limit,
+        spend_cap_nano=spend_cap_nano,
+        created_by=created_by,
+    )
+    return NewKey(key=key, secret=secret)
+
+
+def update_api_key_limits(
+    *, key: ApiKey, rpm_limit: int | None, spend_cap_nano: int | None, name: str | None = None
+) -> ApiKey:
+    if rpm_limit is not None and rpm_limit < 1:
+        raise AccountsError("rpm must be a positive integer")
+    if spend_cap_nano is not None and spend_cap_nano < 0:
+        raise AccountsError("spend cap must not be negative")
+    key.rpm_limit = rpm_limit
+    key.spend_cap_nano = spend_cap_nano
+    fields = ["rpm_limit", "spend_cap_nano"]
+    if name is not None:
+        key.name = name.strip()
+        fields.append("name")
+    key.save(update_fields=fields)
+    return key
+
+
+@transaction.atomic
+def revoke_api_key(*, key: ApiKey) -> ApiKey:
+    """Idempotent. Every gateway process stops accepting the key within EZAT_KEY_CACHE_TTL."""
+    key = ApiKey.objects.select_for_update().get(pk=key.pk)
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key
+
+
+def create_management_key(
+    *, org: Organization, name: str = "", created_by: AbstractBaseUser | None = None
+) -> tuple[ManagementKey, str]:
+    secret = keys.generate(keys.MANAGEMENT_PREFIX)
+    key = ManagementKey.objects.create(
+        org=org,
+        name=name.strip(),
+        prefix=keys.display_prefix(secret),
+        key_hash=keys.hash_key(secret),
+        created_by=created_by,
+    )
+    return key, secret

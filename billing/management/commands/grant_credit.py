@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from billing.pricing import nano_to_usd
+from billing.services import grant_credit
+from ezat.cli import get_org, parse_usd
+
+
+class Command(BaseCommand):
+    help = "Grant prepaid credit to an organization (a ledger credit entry)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("org_name")
+        parser.add_argument("amount_usd")
+        parser.add_argument("--memo", default="")
+
+    def handle(self, *args: object, **options: object) -> None:
+        org = get_org(str(options["org_name"]))
+        amount = parse_usd(str(options["amount_usd"]), what="amount")
+        entry = grant_credit(org=org, amount_nano=amount, memo=str(options["memo"]), created_by="cli")
+        org.refresh_from_db()
+        self.stdout.write(
+            f"granted {nano_to_usd(entry.amount_nano)} USD to {org.name}; "
+            f"balance {nano_to_usd(org.balance_nano)} USD"
+        )

@@ -1,0 +1,98 @@
+"""Usage records (one per billable request) and the append-only ledger."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from accounts.models import ApiKey, Organization
+
+
+class AppendOnlyError(Exception):
+    """Ledger rows are facts; corrections are new rows, never edits."""
+
+
+class LedgerEntry(models.Model):
+    class Kind(models.TextChoices):
+        CREDIT = "credit", "Credit"
+        USAGE = "usage", "Usage debit"
+        ADJUSTMENT = "adjustment", "Adjustment"
+
+    org = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="ledger_entries")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    # Signed: credits are positive, usage debits negative. Nano-USD (1e-9 USD).
+    amount_nano = models.BigIntegerField()
+    # Makes every write idempotent: a retried grant or reconciliation collides here.
+    reference = models.CharField(max_length=200, unique=True)
+    memo = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "ledger entries"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.amount_nano} ({self.reference})"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if self.pk is not None:
+            raise AppendOnlyError("ledger entries cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("ledger entries cannot be deleted")
+
+
+class UsageRecord(models.Model):
+    """One billable request. Cost is computed once, when written, from the prices it keeps."""
+
+    class Status(models.TextChoices):
+        OK = "ok", "Completed"
+        CLIENT_DISCONNECTED = "client_disconnected", "Client disconnected"
+
+    request_id = models.CharField(max_length=160, unique=True)
+    org = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="usage_records")
+    api_key = models.ForeignKey(
+        ApiKey, null=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    api = models.CharField(max_length=16)  # "messages" or "chat"
+    stream = models.BooleanField(default=False)
+    model_id = models.CharField(max_length=128, db_index=True)
+    model_name = models.CharField(max_length=128)  # as the caller sent it
+    deployment = models.CharField(max_length=100, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_write_5m_tokens = models.BigIntegerField(default=0)
+    cache_write_1h_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost_nano = models.BigIntegerField()
+    prices = models.JSONField(help_text="USD per million tokens used for cost_nano")
+    output_exact = models.BooleanField(default=True)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.OK)
+    attempts = models.JSONField(default=list)
+    latency_ms = models.PositiveIntegerField(default=0)
+    ttft_ms = models.PositiveIntegerField(null=True)
+    started_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    ledger_entry = models.ForeignKey(
+        LedgerEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_records"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["org", "-created_at"], name="usage_org_created"),
+            models.Index(
+                fields=["id"],
+                name="usage_unreconciled",
+                condition=models.Q(ledger_entry__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.request_id
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens

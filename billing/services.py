@@ -1,0 +1,42 @@
+"""Writes to money: credits, ledger entries. (Reconciliation lives in billing/reconcile.py.)"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+from django.db.models import F
+
+from accounts.models import Organization
+from billing.models import LedgerEntry
+
+
+class BillingError(ValueError):
+    """Bad input to a money operation; the message is shown to the operator."""
+
+
+@transaction.atomic
+def grant_credit(
+    *, org: Organization, amount_nano: int, memo: str = "", reference: str | None = None,
+    created_by: str = "",
+) -> LedgerEntry:
+    """Add prepaid credit: a ledger row and the balance move in one transaction.
+
+    `reference` makes a retried grant idempotent (a second call with the same reference fails
+    on the unique constraint instead of crediting twice).
+    """
+    if amount_nano <= 0:
+        raise BillingError("amount must be positive")
+    entry = LedgerEntry.objects.create(
+        org=org,
+        kind=LedgerEntry.Kind.CREDIT,
+        amount_nano=amount_nano,
+        reference=reference or f"credit:{uuid.uuid4()}",
+        memo=memo,
+        created_by=created_by,
+    )
+    Organization.objects.filter(pk=org.pk).update(balance_nano=F("balance_nano") + amount_nano)
+    from gateway.limits import notify_credit  # the live limiter learns of the new money
+
+    transaction.on_commit(lambda: notify_credit(org.pk, amount_nano))
+    return entry

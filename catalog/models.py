@@ -1,0 +1,128 @@
+"""Models, their aliases, capabilities and prices; provider deployments that serve them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from catalog import crypto
+
+PRICE_FIELD = {"max_digits": 14, "decimal_places": 6, "validators": [MinValueValidator(Decimal(0))]}
+
+EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+class Model(models.Model):
+    """A model in the catalog. Prices are exact decimals in USD per million tokens."""
+
+    id = models.CharField(primary_key=True, max_length=128, help_text="anthropic/claude-sonnet-5-5")
+    name = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    sampling = models.BooleanField(default=False)
+    prompt_caching = models.BooleanField(default=True)
+    vision = models.BooleanField(default=True)
+    pdf = models.BooleanField(default=True)
+    tools = models.BooleanField(default=True)
+    structured_outputs = models.BooleanField(default=True)
+    reasoning_efforts = models.JSONField(default=list, blank=True, help_text="e.g. [\"low\", \"high\"]")
+    max_output_tokens = models.PositiveIntegerField()
+    context_window = models.PositiveIntegerField()
+    price_input = models.DecimalField(**PRICE_FIELD)
+    price_output = models.DecimalField(**PRICE_FIELD)
+    price_cache_read = models.DecimalField(**PRICE_FIELD)
+    price_cache_write_5m = models.DecimalField(**PRICE_FIELD)
+    price_cache_write_1h = models.DecimalField(**PRICE_FIELD)
+    sort_order = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["sort_order", "id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def default_upstream_id(self) -> str:
+        return self.id.split("/", 1)[-1]
+
+
+class ModelAlias(models.Model):
+    """Another name for a model. Stored normalised (trimmed, lower case) so lookup is exact."""
+
+    alias = models.CharField(max_length=128, unique=True)
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="aliases")
+
+    class Meta:
+        ordering = ["alias"]
+        verbose_name_plural = "model aliases"
+
+    def __str__(self) -> str:
+        return self.alias
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.alias = self.alias.strip().lower()
+        super().save(*args, **kwargs)
+
+
+class Deployment(models.Model):
+    """A provider endpoint. Its API key is encrypted at rest and never displayed in full."""
+
+    class Kind(models.TextChoices):
+        ANTHROPIC = "anthropic", "Anthropic Messages API"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.ANTHROPIC)
+    base_url = models.URLField(max_length=500)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    api_key_hint = models.CharField(max_length=16, blank=True, editable=False)
+    weight = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    enabled = models.BooleanField(default=True)
+    max_concurrency = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1)])
+    serves_all_models = models.BooleanField(
+        default=True, help_text="Serve every catalog model (upstream id = id without provider/)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def set_api_key(self, plaintext: str) -> None:
+        self.api_key_encrypted = crypto.encrypt(plaintext)
+        self.api_key_hint = crypto.hint(plaintext)
+
+    def get_api_key(self) -> str:
+        return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
+
+
+class DeploymentModel(models.Model):
+    """A model served by a deployment, with the id the provider knows it by."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="models")
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="deployments")
+    upstream_model_id = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "model"], name="uniq_deployment_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment} → {self.model}"
+
+    @property
+    def effective_upstream_id(self) -> str:
+        return self.upstream_model_id or self.model.default_upstream_id
+
+
+class CatalogVersion(models.Model):
+    """A single row whose counter moves on every catalog edit; processes poll it to reload."""
+
+    version = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)

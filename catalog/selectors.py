@@ -1,0 +1,30 @@
+"""Reads of the catalog for pages and the public model list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.snapshot import CatalogSnapshot, ModelInfo
+
+
+def public_model(m: ModelInfo) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "name": m.name,
+        "aliases": list(m.aliases),
+        "capabilities": {
+            "sampling": m.sampling,
+            "promptCaching": m.prompt_caching,
+            "vision": m.vision,
+            "pdf": m.pdf,
+            "tools": m.tools,
+            "structuredOutputs": m.structured_outputs,
+            "reasoningEfforts": list(m.reasoning_efforts),
+        },
+        "maxOutputTokens": m.max_output_tokens,
+        "contextWindow": m.context_window,
+        "pricing": m.prices.as_usd_strings(),
+    }
+
+def public_catalog(snapshot: CatalogSnapshot) -> dict[str, Any]:
+    return {"data": [public_model(m) for m in snapshot.models]}

@@ -1,0 +1,5 @@
+"""Dashboard and management API routes (filled in by the dashboard issue)."""
+
+from __future__ import annotations
+
+urlpatterns: list = []

@@ -1,0 +1,197 @@
+"""Settings for EZAT Router, read from the environment (and a local `.env`) via django-environ.
+
+Unset `DATABASE_URL` / `REDIS_URL` give the embedded default: a SQLite file, in-process limits
+and eager Celery tasks. Everything product-specific is an `EZAT_*` variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+from ezat.secrets import check_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# The quickstart writes a generated SECRET_KEY here; real deployments use the environment.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+check_secret_key(SECRET_KEY, debug=DEBUG)
+if not SECRET_KEY:
+    # Only reachable with DEBUG on: a throwaway key for local hacking.
+    SECRET_KEY = "debug-only-" + "x" * 50
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "accounts",
+    "catalog",
+    "gateway",
+    "billing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ezat.urls"
+ASGI_APPLICATION = "ezat.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------
+SQLITE_PATH = env.str("EZAT_SQLITE_PATH", default=str(BASE_DIR / "ezat.sqlite3"))
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE transactions + WAL + a busy timeout: the gateway writes usage rows from a thread
+    # pool while the admin reads; without these SQLite answers "database is locked".
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file (not :memory:) so the gateway subprocesses in end-to-end tests share it.
+    DATABASES["default"]["TEST"] = {"NAME": env.str("EZAT_SQLITE_TEST_PATH", default=SQLITE_PATH + ".test")}
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, cache, channels, Celery -------------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_RESULT_BACKEND = None
+# Without Redis there is no broker: run tasks in-process so the embedded default still reconciles.
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-usage": {
+        "task": "billing.tasks.reconcile_usage",
+        "schedule": env.float("EZAT_RECONCILE_INTERVAL", default=10.0),
+    },
+}
+
+# --- Auth, security -------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/dashboard/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {"TITLE": "EZAT Router management API", "VERSION": "1.0.0"}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "ezat.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- EZAT product knobs ---------------------------------------------------------------------------
+EZAT_MAX_BODY_BYTES = env.int("EZAT_MAX_BODY_BYTES", default=32 * 1024 * 1024)
+# Seconds of silence on a stream before a keep-alive (`event: ping` / `: ping`).
+EZAT_PING_INTERVAL = env.float("EZAT_PING_INTERVAL", default=15.0)
+# Seconds to wait for the first content event before opening a stream with keep-alives.
+EZAT_STREAM_OPEN_AFTER = env.float("EZAT_STREAM_OPEN_AFTER", default=20.0)
+# Per-attempt start deadline (time to the first content event) before trying the next deployment.
+EZAT_ATTEMPT_START_DEADLINE = env.float("EZAT_ATTEMPT_START_DEADLINE", default=180.0)
+EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT = env.float(
+    "EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT", default=300.0
+)
+EZAT_UPSTREAM_CONNECT_TIMEOUT = env.float("EZAT_UPSTREAM_CONNECT_TIMEOUT", default=10.0)
+# After a client disconnects mid-stream, keep reading the upstream this long for exact usage.
+EZAT_DISCONNECT_DRAIN_SECONDS = env.float("EZAT_DISCONNECT_DRAIN_SECONDS", default=10.0)
+# Process caches: how stale a key or the catalog may be (revocations and edits land within this).
+EZAT_KEY_CACHE_TTL = env.float("EZAT_KEY_CACHE_TTL", default=3.0)
+EZAT_CATALOG_POLL_INTERVAL = env.float("EZAT_CATALOG_POLL_INTERVAL", default=2.0)
+# Routing health.
+EZAT_COOLDOWN_FAILURES = env.int("EZAT_COOLDOWN_FAILURES", default=3)
+EZAT_COOLDOWN_SECONDS = env.float("EZAT_COOLDOWN_SECONDS", default=30.0)
+# Limits and money.
+EZAT_HOLD_TTL_SECONDS = env.int("EZAT_HOLD_TTL_SECONDS", default=900)
+EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5)
+EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
+# Signed thinking blocks kept for OpenAI-format tool loops.
+EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
+# Image URLs: loopback hosts are refused unless a test turns this on.
+EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
+# Fernet key material for provider API keys at rest (defaults to one derived from SECRET_KEY).
+EZAT_ENCRYPTION_KEY = env.str("EZAT_ENCRYPTION_KEY", default="")

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from catalog import views as catalog_views
+from ezat import health
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/models", catalog_views.models_catalog, name="api-models"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
+    path("", include("ezat.dashboard_urls")),
+]
