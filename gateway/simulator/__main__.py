@@ -1,0 +1,37 @@
+"""python -m gateway.simulator --port P [--host 127.0.0.1] [--api-key K]"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from gateway.simulator.app import serve
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway.simulator",
+        description="EZAT upstream simulator (Anthropic Messages API with scripted faults).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8787, help="0 picks a free port")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("EZAT_SIM_API_KEY") or None,
+        help="require this key (x-api-key or Bearer); default: no auth",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        asyncio.run(serve(args.host, args.port, args.api_key))
+    except KeyboardInterrupt:
+        # Ctrl-C is the normal way to stop it; no traceback.
+        return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The aiohttp application: auth, request ids, recording and routing."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import sys
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from gateway.simulator import control
+from gateway.simulator.errors import error_response, new_request_id
+from gateway.simulator.handlers import handle_count_tokens, handle_messages
+from gateway.simulator.state import CONTEXT, STATE, RequestContext, SimState
+
+# The real API caps Messages and count_tokens bodies at 32 MB (protocol.md 1.1).
+MAX_BODY_BYTES = 32 * 1024 * 1024
+CONTROL_PREFIX = "/_sim/"
+
+
+def _authorized(request: web.Request, api_key: str) -> bool:
+    given = request.headers.get("x-api-key")
+    if given is None:
+        auth = request.headers.get("authorization", "")
+        given = auth[7:] if auth[:7].lower() == "bearer " else None
+    # Constant-time compare: cheap, and keeps the simulator from modelling a timing leak.
+    return given is not None and hmac.compare_digest(given.encode(), api_key.encode())
+
+
+async def _read_body(request: web.Request, ctx: RequestContext) -> web.Response | None:
+    try:
+        ctx.raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return error_response(413, None, ctx.request_id)
+    if not ctx.raw:
+        if request.method == "POST":
+            ctx.body_error = "Request body is empty; expected a JSON object"
+        return None
+    try:
+        ctx.body = orjson.loads(ctx.raw)
+    except orjson.JSONDecodeError:
+        ctx.body_error = "Invalid JSON in request body"
+        return None
+    if not isinstance(ctx.body, dict):
+        ctx.body_error = "Request body must be a JSON object"
+    return None
+
+
+@web.middleware
+async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    ctx = RequestContext(request_id=new_request_id())
+    request[CONTEXT] = ctx
+    if request.path.startswith(CONTROL_PREFIX):
+        return await handler(request)
+
+    state = request.app[STATE]
+    status = "error"  # stays so only if a handler bug escapes
+    try:
+        too_large = await _read_body(request, ctx)
+        ctx.record = state.record(request, ctx)
+        if too_large is not None:
+            response: web.StreamResponse = too_large
+        elif state.api_key and not _authorized(request, state.api_key):
+            missing = "x-api-key" not in request.headers and "authorization" not in request.headers
+            text = "x-api-key header is required" if missing else "invalid x-api-key"
+            response = error_response(401, text, ctx.request_id)
+        else:
+            try:
+                response = await handler(request)
+            except web.HTTPException as exc:
+                # Unknown paths and wrong methods get the Anthropic error envelope too.
+                response = error_response(exc.status, exc.reason, ctx.request_id)
+        status = ctx.outcome or str(response.status)
+        return response
+    finally:
+        if ctx.record is not None:
+            ctx.record["status"] = status
+        state.count(request.path, status)
+
+
+async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    # Set on every response, streams included: on_response_prepare runs before headers go out.
+    ctx = request.get(CONTEXT)
+    response.headers["request-id"] = ctx.request_id if ctx is not None else new_request_id()
+
+
+def build_app(api_key: str | None = None) -> web.Application:
+    app = web.Application(middlewares=[api_middleware], client_max_size=MAX_BODY_BYTES)
+    app[STATE] = SimState(api_key=api_key or None)
+    app.on_response_prepare.append(_add_request_id)
+    app.router.add_post("/v1/messages", handle_messages)
+    app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    control.add_routes(app)
+    return app
+
+
+async def serve(host: str = "127.0.0.1", port: int = 8787, api_key: str | None = None) -> None:
+    """Run the simulator until cancelled. Prints the bound address (useful with port 0)."""
+    # No access log: per-request logging costs more than the simulated work in benchmarks.
+    runner = web.AppRunner(build_app(api_key), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        for bound_host, bound_port, *_ in runner.addresses:
+            print(
+                f"EZAT upstream simulator listening on http://{bound_host}:{bound_port}",
+                file=sys.stdout,
+                flush=True,
+            )
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

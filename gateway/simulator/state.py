@@ -1,0 +1,88 @@
+"""Per-app state shared by the middleware, the API handlers and the control API."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from gateway.simulator.cache import PromptCache
+from gateway.simulator.faults import FaultScript
+
+MAX_RECORDS = 2000
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What the middleware learned about a request before the handler runs."""
+
+    request_id: str
+    raw: bytes = b""
+    body: Any = None
+    body_error: str | None = None
+    record: dict[str, Any] | None = None
+    # "dropped" when the connection was closed before any response byte.
+    outcome: str | None = None
+
+
+@dataclass(slots=True)
+class SimState:
+    api_key: str | None = None
+    records: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))
+    script: FaultScript = field(default_factory=FaultScript)
+    cache: PromptCache = field(default_factory=PromptCache)
+    stats: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _seq: int = 0
+
+    def record(self, request: web.Request, ctx: RequestContext) -> dict[str, Any]:
+        self._seq += 1
+        headers: dict[str, str] = {}
+        for key, value in request.headers.items():
+            name = key.lower()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        entry: dict[str, Any] = {
+            "seq": self._seq,
+            "time": time.time(),
+            "request_id": ctx.request_id,
+            "method": request.method,
+            "path": request.path,
+            "query": request.query_string,
+            "headers": headers,
+            "body": ctx.body,
+            "status": None,
+        }
+        self.records.append(entry)
+        return entry
+
+    def count(self, path: str, status: str) -> None:
+        self.stats[(path, status)] += 1
+
+    def stats_view(self) -> dict[str, Any]:
+        by_path: Counter[str] = Counter()
+        by_status: Counter[str] = Counter()
+        by_path_status: dict[str, dict[str, int]] = {}
+        for (path, status), n in self.stats.items():
+            by_path[path] += n
+            by_status[status] += n
+            by_path_status.setdefault(path, {})[status] = n
+        return {
+            "total": sum(by_path.values()),
+            "by_path": dict(by_path),
+            "by_status": dict(by_status),
+            "by_path_status": by_path_status,
+            "pending_faults": len(self.script),
+            "cache_entries": len(self.cache),
+        }
+
+    def reset(self) -> None:
+        self.records.clear()
+        self.script.clear()
+        self.cache.clear()
+        self.stats.clear()
+
+
+STATE = web.AppKey("ezat_simulator_state", SimState)
+CONTEXT = web.RequestKey("ezat_simulator_context", RequestContext)
