@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from billing.pricing import Prices
+from catalog.crypto import ProviderKeyDecryptionError
 
 logger = logging.getLogger(__name__)
 
@@ -74,13 +75,20 @@ def build_snapshot() -> CatalogSnapshot:
 
     version = CatalogVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
     deployments = {d.id: d for d in Deployment.objects.filter(enabled=True)}
-    infos = {
-        d.id: DeploymentInfo(
-            id=d.id, name=d.name, kind=d.kind, base_url=d.base_url, api_key=d.get_api_key(),
+    infos: dict[int, DeploymentInfo] = {}
+    for d in list(deployments.values()):
+        try:
+            api_key = d.get_api_key()
+        except ProviderKeyDecryptionError:
+            # Encrypted under another EZAT_ENCRYPTION_KEY/SECRET_KEY: unusable, so not routed
+            # to; every other deployment keeps serving. The operator re-enters the key.
+            logger.error("deployment key cannot be decrypted; skipped", extra={"deployment": d.name})
+            del deployments[d.id]
+            continue
+        infos[d.id] = DeploymentInfo(
+            id=d.id, name=d.name, kind=d.kind, base_url=d.base_url, api_key=api_key,
             weight=d.weight, max_concurrency=d.max_concurrency,
         )
-        for d in deployments.values()
-    }
     explicit: dict[str, list[Route]] = {}
     for link in DeploymentModel.objects.filter(deployment_id__in=infos).select_related("model"):
         explicit.setdefault(link.model_id, []).append(

@@ -1,18 +1,72 @@
-"""The gateway's ASGI application (placeholder until the handlers land)."""
+"""The gateway's ASGI application for `/v1/…` and `/openai/v1/…` (see ezat/asgi.py for why)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
+
+from gateway.errors import GatewayError
+from gateway.handlers import messages, models
+from gateway.handlers.common import ANTHROPIC, OPENAI
+from gateway.http import ApiRequest, Receive, Scope, Send
+from gateway.upstream import client
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[ApiRequest, Send], Awaitable[int]]
+
+
+def _chat_handler() -> Handler:
+    from gateway.handlers import chat
+
+    return chat.create_chat_completion
+
 
 class GatewayApp:
-    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
-        await send({"type": "http.response.start", "status": 404, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Handler] = {
+            ("POST", "/v1/messages"): messages.create_message,
+            ("POST", "/v1/messages/count_tokens"): messages.count_tokens,
+            ("GET", "/v1/models"): models.anthropic_models,
+            ("GET", "/openai/v1/models"): models.openai_models,
+        }
+        try:
+            self.routes[("POST", "/openai/v1/chat/completions")] = _chat_handler()
+        except ImportError:
+            logger.warning("chat completions handler unavailable")
 
-    async def lifespan(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = ApiRequest(scope, receive)
+        path = scope["path"].rstrip("/") or "/"
+        handler = self.routes.get((scope["method"], path))
+        fmt = OPENAI if path.startswith("/openai/") else ANTHROPIC
+        if handler is None:
+            known = any(p == path for (_, p) in self.routes)
+            err = (
+                GatewayError(405, f"method {scope['method']} not allowed on {path}")
+                if known
+                else GatewayError(404, f"no such endpoint: {path}", type_="not_found_error")
+            )
+            await fmt.send_error(send, request, err)
+            return
+        try:
+            await handler(request, send)
+        except Exception:
+            # A 500 is a bug: log it with the request id; answer in the caller's format.
+            logger.exception("unhandled error", extra={"request_id": request.request_id})
+            try:
+                await fmt.send_error(send, request, GatewayError(500, "internal error", type_="api_error"))
+            except RuntimeError:
+                pass  # the response had already started; the connection is closed instead
+        finally:
+            request.close()
+
+    async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                await client.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

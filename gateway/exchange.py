@@ -1,0 +1,386 @@
+"""One request's life on the gateway, shared by both APIs: admission, attempts over deployments
+with failover before the first token, the usage record and the settlement of its hold.
+
+Protocol-specific code (validation, translation, framing) stays in the handlers; this module
+knows only Anthropic's upstream wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.keycache import KeyInfo
+from billing.pricing import TokenCounts, worst_case_nano
+from billing.recorder import UsageData, record_usage
+from catalog.snapshot import ModelInfo, Route
+from gateway import limits, metrics
+from gateway.errors import GatewayError, from_upstream
+from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
+from gateway.routing import health
+from gateway.upstream import CONNECT_ERRORS, client
+
+logger = logging.getLogger("gateway.exchange")
+
+KeepAlive = Callable[[], Awaitable[None]]
+
+
+class AttemptFailed(Exception):
+    def __init__(self, error: GatewayError, outcome: str, *, retryable: bool) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.outcome = outcome
+        self.retryable = retryable
+
+
+@dataclass(slots=True)
+class OpenStream:
+    """An upstream stream that produced its first content event (the commit point)."""
+
+    response: aiohttp.ClientResponse
+    parser: SSEParser
+    buffered: list[tuple[SSEEvent, dict[str, Any]]]
+    route: Route
+
+
+@dataclass(slots=True)
+class UsageTracker:
+    """Anthropic usage as it accumulates over a stream or arrives in a reply."""
+
+    usage: dict[str, Any] = field(default_factory=dict)
+    output_chars: int = 0
+    exact: bool = False
+
+    def absorb(self, event_type: str, data: dict[str, Any]) -> None:
+        if event_type == "content_block_delta":
+            delta = data.get("delta") or {}
+            text = delta.get("text") or delta.get("partial_json") or delta.get("thinking")
+            if text:
+                self.output_chars += len(text)
+        elif event_type == "message_start":
+            self.usage.update((data.get("message") or {}).get("usage") or {})
+        elif event_type == "message_delta":
+            self.usage.update(data.get("usage") or {})
+            self.exact = True
+
+    def tokens(self, model: ModelInfo) -> TokenCounts:
+        u = self.usage
+        output = int(u.get("output_tokens") or 0)
+        if not self.exact:
+            # The upstream's final count never arrived: estimate from what was produced.
+            output = max(output, -(-self.output_chars // 4))
+        creation = int(u.get("cache_creation_input_tokens") or 0)
+        split = u.get("cache_creation") or {}
+        write_1h = int(split.get("ephemeral_1h_input_tokens") or 0)
+        write_5m = creation - write_1h if creation >= write_1h else 0
+        read = int(u.get("cache_read_input_tokens") or 0)
+        input_tokens = int(u.get("input_tokens") or 0)
+        if not model.prompt_caching:
+            # Breakpoints were stripped for this model; anything cache-ish is plain input.
+            input_tokens += read + write_5m + write_1h
+            read = write_5m = write_1h = 0
+        details = u.get("output_tokens_details") or {}
+        reasoning = min(int(details.get("thinking_tokens") or 0), output)
+        return TokenCounts(
+            input=input_tokens, output=output, cache_read=read, cache_write_5m=write_5m,
+            cache_write_1h=write_1h, reasoning=reasoning,
+        )
+
+
+class Exchange:
+    def __init__(
+        self,
+        *,
+        api: str,
+        request_id: str,
+        key: KeyInfo,
+        model: ModelInfo,
+        model_name: str,
+        stream: bool,
+        session: str,
+        pin_kind: bool = False,
+        high_effort: bool = False,
+    ) -> None:
+        self.api = api
+        self.request_id = request_id
+        self.key = key
+        self.model = model
+        self.model_name = model_name
+        self.stream = stream
+        self.session = session
+        self.pin_kind = pin_kind
+        self.deadline_s = (
+            settings.EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT
+            if high_effort
+            else settings.EZAT_ATTEMPT_START_DEADLINE
+        )
+        self.started_at = timezone.now()
+        self.t0 = time.perf_counter()
+        self.ttft_ms: int | None = None
+        self.attempts: list[dict[str, Any]] = []
+        self.rate: limits.RateInfo | None = None
+        self.hold_nano = 0
+        self._order: list[Route] = []
+        self._slot: int | None = None
+        self._settled = False
+        self.route: Route | None = None
+
+    # --- admission ------------------------------------------------------------------------------
+    async def admit(self, *, input_estimate: int, max_tokens: int, billable: bool = True) -> None:
+        order = health.order(self.model.routes, self.session)
+        if self.pin_kind and order:
+            # Signed thinking blocks are only valid on the platform that signed them.
+            order = [r for r in order if r.deployment.kind == order[0].deployment.kind]
+        if not order:
+            raise GatewayError(503, f"no deployment serves {self.model.id}", type_="overloaded_error")
+        self._order = order
+        if billable:
+            self.hold_nano = worst_case_nano(
+                min(input_estimate, self.model.context_window), max_tokens, self.model.prices
+            )
+        candidates = (
+            tuple((r.deployment.id, r.deployment.max_concurrency) for r in order) if billable else ()
+        )
+        admitted = await limits.get_limiter().admit(
+            limits.AdmitRequest(
+                request_id=self.request_id, key_id=self.key.id, org_id=self.key.org_id,
+                rpm_limit=self.key.rpm_limit, spend_cap_nano=self.key.spend_cap_nano,
+                hold_nano=self.hold_nano, candidates=candidates,
+            )
+        )
+        self.rate = admitted.rate
+        self._slot = admitted.deployment_id
+
+    # --- attempts -----------------------------------------------------------------------------
+    async def run(self, attempt: Callable[[Route], Awaitable[Any]]) -> Any:
+        """Try deployments in order until one succeeds before its first token."""
+        limiter = limits.get_limiter()
+        last: GatewayError | None = None
+        uses_slots = self._slot is not None
+        ordered = self._order
+        if uses_slots:
+            # The slot taken at admission first, then the others in routing order.
+            ordered = [r for r in ordered if r.deployment.id == self._slot] + [
+                r for r in ordered if r.deployment.id != self._slot
+            ]
+        for position, route in enumerate(ordered):
+            dep = route.deployment
+            if position and uses_slots:
+                if not await limiter.acquire_slot(self.request_id, dep.id, dep.max_concurrency):
+                    self.attempts.append({"deployment": dep.name, "outcome": "full"})
+                    continue
+                self._slot = dep.id
+            if position:
+                metrics.FAILOVERS.inc()
+            started = time.perf_counter()
+            try:
+                result = await attempt(route)
+            except AttemptFailed as failed:
+                self._log_attempt(route, failed.outcome, started, failed.error.status)
+                await self._release_slot()
+                if failed.retryable:
+                    health.failure(dep.id)
+                last = failed.error
+                if not failed.retryable:
+                    raise failed.error from None
+                continue
+            self._log_attempt(route, "ok", started, 200)
+            health.success(dep.id)
+            self.route = route
+            return result
+        if last is None:
+            raise GatewayError(
+                529, "every deployment of this model is at capacity; retry shortly",
+                type_="overloaded_error", headers={"retry-after": "1"},
+            )
+        raise last
+
+    def _log_attempt(self, route: Route, outcome: str, started: float, status: int | None) -> None:
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        self.attempts.append(
+            {"deployment": route.deployment.name, "outcome": outcome, "status": status, "ttfb_ms": ms}
+        )
+        metrics.UPSTREAM_ATTEMPTS.labels(route.deployment.name, outcome).inc()
+
+    async def _release_slot(self) -> None:
+        if self._slot is not None:
+            slot, self._slot = self._slot, None
+            await limits.get_limiter().release_slot(self.request_id, slot)
+
+    # --- one attempt, JSON --------------------------------------------------------------------
+    async def post_json(self, route: Route, path: str, body: bytes, beta: str | None) -> tuple[int, bytes]:
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                response = await client.post(route.deployment, path, body, beta)
+                payload = await response.read()
+        except TimeoutError:
+            raise AttemptFailed(_timeout_error(self.deadline_s), "timeout", retryable=True) from None
+        except CONNECT_ERRORS as exc:
+            raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
+        if response.status != 200:
+            error = from_upstream(response.status, payload)
+            raise AttemptFailed(error, f"http_{response.status}", retryable=error.retryable_upstream)
+        return response.status, payload
+
+    # --- one attempt, stream ------------------------------------------------------------------
+    async def open_stream(
+        self, route: Route, body: bytes, beta: str | None, keepalive: KeepAlive
+    ) -> OpenStream:
+        """Read until the first content event; anything earlier that fails is retryable."""
+        deadline = time.monotonic() + self.deadline_s
+        next_keepalive = self.t0 - time.perf_counter() + time.monotonic() + settings.EZAT_STREAM_OPEN_AFTER
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                response = await client.post(route.deployment, "/v1/messages", body, beta)
+                if response.status != 200:
+                    payload = await response.read()
+                    error = from_upstream(response.status, payload)
+                    raise AttemptFailed(
+                        error, f"http_{response.status}", retryable=error.retryable_upstream
+                    )
+        except TimeoutError:
+            raise AttemptFailed(_timeout_error(self.deadline_s), "timeout", retryable=True) from None
+        except CONNECT_ERRORS as exc:
+            raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
+        parser = SSEParser()
+        buffered: list[tuple[SSEEvent, dict[str, Any]]] = []
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise AttemptFailed(_timeout_error(self.deadline_s), "timeout", retryable=True)
+                if now >= next_keepalive:
+                    await keepalive()
+                    next_keepalive = now + settings.EZAT_PING_INTERVAL
+                wait = min(deadline, next_keepalive) - now
+                try:
+                    async with asyncio.timeout(wait):
+                        chunk = await response.content.readany()
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    raise AttemptFailed(
+                        GatewayError(502, "the provider closed the stream before its first token",
+                                     type_="api_error"),
+                        "dropped", retryable=True,
+                    )
+                committed = False
+                for event in parser.feed(chunk):
+                    data = orjson.loads(event.data) if event.data else {}
+                    if event.name == "error" and not committed:
+                        error = data.get("error") or {}
+                        raise AttemptFailed(
+                            GatewayError(529 if error.get("type") == "overloaded_error" else 500,
+                                         str(error.get("message") or "upstream error"),
+                                         type_=error.get("type")),
+                            "error_event", retryable=True,
+                        )
+                    buffered.append((event, data))
+                    if not committed and event.name in CONTENT_EVENTS:
+                        # The rest of this chunk stays buffered for the pump (in order).
+                        committed = True
+                        self.ttft_ms = int((time.perf_counter() - self.t0) * 1000)
+                if committed:
+                    return OpenStream(response, parser, buffered, route)
+        except AttemptFailed:
+            response.close()
+            raise
+        except (*CONNECT_ERRORS, orjson.JSONDecodeError) as exc:
+            response.close()
+            raise AttemptFailed(_connect_error(exc), "dropped", retryable=True) from None
+
+    # --- the end ----------------------------------------------------------------------------------
+    async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
+        """Write the usage record (awaited before the final event), then settle the hold."""
+        tokens = tracker.tokens(self.model)
+        data = UsageData(
+            request_id=self.request_id, org_id=self.key.org_id, key_id=self.key.id, api=self.api,
+            stream=self.stream, model_id=self.model.id, model_name=self.model_name,
+            deployment=self.route.deployment.name if self.route else "", tokens=tokens,
+            prices=self.model.prices, started_at=self.started_at,
+            output_exact=tracker.exact, status=status, attempts=self.attempts,
+            latency_ms=int((time.perf_counter() - self.t0) * 1000), ttft_ms=self.ttft_ms,
+        )
+        try:
+            cost = await record_usage(data)
+        except Exception:
+            # Never bill what was not recorded: the hold is released, the failure is counted
+            # and logged with everything needed to re-create the record by hand.
+            metrics.USAGE_RECORD_FAILURES.inc()
+            logger.exception("usage record failed", extra={"usage": repr(data)})
+            await self.release()
+            raise
+        await self._settle(cost)
+        _publish_live(data, cost, self.key.prefix)
+        return cost
+
+    async def release(self) -> None:
+        """Nothing is billed (failed request): drop the hold and the slot."""
+        await self._settle(0)
+
+    async def _settle(self, cost: int) -> None:
+        if self._settled:
+            return
+        self._settled = True
+        await self._release_slot()
+        if self.hold_nano or cost:
+            await limits.get_limiter().settle(
+                self.request_id, key_id=self.key.id, org_id=self.key.org_id,
+                hold_nano=self.hold_nano, cost_nano=cost,
+            )
+
+    def log(self, status: int) -> None:
+        elapsed = time.perf_counter() - self.t0
+        metrics.REQUESTS.labels(self.api, self.model.id, str(status)).inc()
+        metrics.LATENCY.labels(self.api).observe(elapsed)
+        if self.ttft_ms is not None:
+            metrics.TTFT.labels(self.api).observe(self.ttft_ms / 1000)
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "request",
+                extra={
+                    "request_id": self.request_id, "api": self.api, "model": self.model.id,
+                    "status": status, "ms": round(elapsed * 1000, 2), "attempts": self.attempts,
+                },
+            )
+
+
+def _timeout_error(seconds: float) -> GatewayError:
+    return GatewayError(504, f"the provider did not start answering within {seconds:g} s", type_="timeout_error")
+
+
+def _connect_error(exc: BaseException) -> GatewayError:
+    return GatewayError(502, f"could not reach the provider ({type(exc).__name__})", type_="api_error")
+
+
+def _publish_live(data: UsageData, cost: int, key_prefix: str) -> None:
+    try:
+        from billing.live import publish_request
+    except ImportError:  # the dashboard's live feed is optional in this process
+        return
+    from billing.pricing import nano_to_usd
+
+    row = {
+        "request_id": data.request_id, "created_at": timezone.now().isoformat(),
+        "model_name": data.model_name, "model_id": data.model_id, "key_prefix": key_prefix,
+        "status": data.status, "input_tokens": data.tokens.input,
+        "output_tokens": data.tokens.output, "cache_read_tokens": data.tokens.cache_read,
+        "cache_write_tokens": data.tokens.cache_write_5m + data.tokens.cache_write_1h,
+        "cost_usd": str(nano_to_usd(cost)), "output_exact": data.output_exact,
+        "latency_ms": data.latency_ms, "deployment": data.deployment,
+    }
+    task = asyncio.get_running_loop().create_task(publish_request(data.org_id, row))
+    _LIVE_TASKS.add(task)
+    task.add_done_callback(_LIVE_TASKS.discard)
+
+
+_LIVE_TASKS: set[asyncio.Task[None]] = set()

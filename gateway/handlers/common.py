@@ -1,0 +1,146 @@
+"""What both API handlers share: auth, body parsing, model lookup, error and header rendering."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import orjson
+from django.conf import settings
+
+from accounts.keycache import KeyInfo
+from accounts.keycache import cache as key_cache
+from catalog.snapshot import CatalogSnapshot, ModelInfo
+from catalog.snapshot import holder as catalog
+from gateway import limits
+from gateway.errors import GatewayError, anthropic_body, openai_body, openai_status
+from gateway.http import JSON_CT, ApiRequest, Headers, base_headers, send_response
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFormat:
+    """How one API renders errors and rate-limit headers."""
+
+    name: str  # "messages" (Anthropic format) or "chat" (OpenAI format)
+
+    @property
+    def is_openai(self) -> bool:
+        return self.name == "chat"
+
+    def error_status(self, err: GatewayError) -> int:
+        return openai_status(err.status) if self.is_openai else err.status
+
+    def error_body(self, err: GatewayError, request_id: str) -> bytes:
+        return openai_body(err) if self.is_openai else anthropic_body(err, request_id)
+
+    def rate_headers(self, rate: limits.RateInfo | None) -> Headers:
+        if rate is None:
+            return []
+        remaining = str(max(rate.remaining, 0)).encode()
+        if self.is_openai:
+            seconds = max(0, int(rate.reset_at - time.time() + 0.999))
+            return [
+                (b"x-ratelimit-limit-requests", str(rate.limit).encode()),
+                (b"x-ratelimit-remaining-requests", remaining),
+                (b"x-ratelimit-reset-requests", f"{seconds}s".encode()),
+            ]
+        reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rate.reset_at))
+        return [
+            (b"anthropic-ratelimit-requests-limit", str(rate.limit).encode()),
+            (b"anthropic-ratelimit-requests-remaining", remaining),
+            (b"anthropic-ratelimit-requests-reset", reset.encode()),
+        ]
+
+    async def send_error(
+        self, send, request: ApiRequest, err: GatewayError, rate: limits.RateInfo | None = None  # type: ignore[no-untyped-def]
+    ) -> int:
+        status = self.error_status(err)
+        headers = base_headers(request.request_id) + [JSON_CT] + self.rate_headers(rate)
+        headers += [(k.encode(), v.encode()) for k, v in err.headers.items()]
+        await send_response(send, status, self.error_body(err, request.request_id), headers)
+        return status
+
+
+ANTHROPIC = ApiFormat("messages")
+OPENAI = ApiFormat("chat")
+
+
+async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
+    secret = request.bearer_or_api_key()
+    if not secret:
+        raise GatewayError(
+            401, "missing API key: send it as `x-api-key` or `Authorization: Bearer`",
+            type_="authentication_error",
+        )
+    info = await key_cache.lookup(secret)
+    if info is None:
+        raise GatewayError(401, "invalid API key", type_="authentication_error", code="invalid_api_key")
+    return info
+
+
+async def read_json(request: ApiRequest) -> object:
+    raw = await request.read_body(settings.EZAT_MAX_BODY_BYTES)
+    if not raw:
+        raise GatewayError(400, "request body is empty; send a JSON object")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
+
+
+async def snapshot() -> CatalogSnapshot:
+    return await catalog.get()
+
+
+def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo:
+    model = snap.resolve(name)
+    if model is None:
+        if fmt.is_openai:
+            message = f"The model `{name}` does not exist or you do not have access to it."
+        else:
+            message = f"model: {name}"
+        raise GatewayError(404, message, type_="not_found_error", param="model", code="model_not_found")
+    return model
+
+
+def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.RateInfo | None]:
+    if isinstance(exc, limits.RateLimited):
+        return (
+            GatewayError(
+                429, "requests per minute limit of this key exceeded",
+                type_="rate_limit_error", headers={"retry-after": str(exc.retry_after)},
+            ),
+            exc.rate,
+        )
+    if isinstance(exc, limits.InsufficientFunds):
+        message = (
+            "this key's monthly spend cap would be exceeded by this request"
+            if exc.scope == "key_cap"
+            else "the organization's balance is too low for this request; add credit"
+        )
+        # x-should-retry: false — both SDKs would otherwise retry; waiting will not add money.
+        return (
+            GatewayError(402, message, type_="billing_error", code="insufficient_quota",
+                         headers={"x-should-retry": "false"}),
+            exc.rate,
+        )
+    if isinstance(exc, limits.CapacityExhausted):
+        return (
+            GatewayError(
+                529, "every deployment of this model is at capacity; retry shortly",
+                type_="overloaded_error", headers={"retry-after": str(exc.retry_after)},
+            ),
+            exc.rate,
+        )
+    return (
+        GatewayError(
+            503, "spend limits cannot be checked right now (limits store unreachable); retry later",
+            type_="api_error",
+        ),
+        None,
+    )
+
+
+def input_estimate(raw_len: int) -> int:
+    """An upper bound on input tokens from the body size (a token is rarely under 3 bytes)."""
+    return raw_len // 3 + 1

@@ -1,0 +1,251 @@
+"""POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API, passed through."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from django.conf import settings
+
+from gateway import limits
+from gateway.errors import GatewayError
+from gateway.exchange import AttemptFailed, Exchange, OpenStream, UsageTracker
+from gateway.handlers.common import (
+    ANTHROPIC,
+    admission_error,
+    authenticate,
+    input_estimate,
+    read_json,
+    resolve_model,
+    snapshot,
+)
+from gateway.http import JSON_CT, SSE_HEADERS, ApiRequest, Send, StreamWriter, base_headers, send_response
+from gateway.protocols.anthropic import validation
+from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
+from gateway.routing import has_thinking_signatures, session_key
+
+FMT = ANTHROPIC
+
+
+async def create_message(request: ApiRequest, send: Send) -> int:
+    rate: limits.RateInfo | None = None
+    exchange: Exchange | None = None
+    try:
+        key = await authenticate(request, FMT)
+        body = await read_json(request)
+        checked = validation.check_body(body)
+        assert isinstance(body, dict)
+        model = resolve_model(await snapshot(), checked.model, FMT)
+        assert checked.max_tokens is not None
+        validation.check_max_tokens(checked.max_tokens, model.id, model.max_output_tokens)
+        if not model.prompt_caching:
+            validation.strip_cache_control(body)
+        exchange = Exchange(
+            api="messages", request_id=request.request_id, key=key, model=model,
+            model_name=checked.model, stream=checked.stream,
+            session=session_key(request.headers.get("x-ezat-session"), None, body),
+            pin_kind=has_thinking_signatures(request.body),
+            high_effort=(body.get("output_config") or {}).get("effort") in ("high", "xhigh", "max")
+            if isinstance(body.get("output_config"), dict) else False,
+        )
+        try:
+            await exchange.admit(
+                input_estimate=input_estimate(len(request.body)), max_tokens=checked.max_tokens
+            )
+        except limits.AdmissionError as exc:
+            err, rate = admission_error(exc)
+            raise err from None
+        rate = exchange.rate
+        beta = request.headers.get("anthropic-beta")
+        if checked.stream:
+            return await _stream(request, send, exchange, body, beta)
+        return await _json(request, send, exchange, body, beta)
+    except GatewayError as err:
+        if exchange is not None:
+            await exchange.release()
+            exchange.log(FMT.error_status(err))
+        return await FMT.send_error(send, request, err, rate)
+
+
+def _upstream_body(body: dict[str, Any], upstream_model: str) -> bytes:
+    body["model"] = upstream_model
+    return orjson.dumps(body)
+
+
+async def _json(
+    request: ApiRequest, send: Send, exchange: Exchange, body: dict[str, Any], beta: str | None
+) -> int:
+    async def attempt(route: Any) -> bytes:
+        _, payload = await exchange.post_json(
+            route, "/v1/messages", _upstream_body(body, route.upstream_model_id), beta
+        )
+        return payload
+
+    payload = await exchange.run(attempt)
+    reply = orjson.loads(payload)
+    reply["model"] = exchange.model_name
+    tracker = UsageTracker(usage=reply.get("usage") or {}, exact=True)
+    exchange.ttft_ms = int((time.perf_counter() - exchange.t0) * 1000)
+    await exchange.record(tracker)
+    headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(exchange.rate)
+    await send_response(send, 200, orjson.dumps(reply), headers)
+    exchange.log(200)
+    return 200
+
+
+async def _stream(
+    request: ApiRequest, send: Send, exchange: Exchange, body: dict[str, Any], beta: str | None
+) -> int:
+    writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + FMT.rate_headers(exchange.rate))
+
+    async def keepalive() -> None:
+        # Opens the response before the first token and keeps proxies from timing it out;
+        # a ping is not data, so switching deployments afterwards stays invisible.
+        await writer.write(PING_EVENT)
+
+    async def attempt(route: Any) -> OpenStream:
+        return await exchange.open_stream(
+            route, _upstream_body(body, route.upstream_model_id), beta, keepalive
+        )
+
+    try:
+        opened: OpenStream = await exchange.run(attempt)
+    except GatewayError as err:
+        if not writer.opened:
+            raise
+        # Keep-alives already opened the response: the error goes in the stream.
+        await exchange.release()
+        await writer.write(error_event(err.type, err.message, request.request_id))
+        await writer.close()
+        exchange.log(err.status)
+        return err.status
+    disconnected = request.watch_disconnect()
+    return await pump_anthropic(request, exchange, opened, writer, disconnected)
+
+
+async def pump_anthropic(request: ApiRequest, exchange: Exchange, opened: OpenStream, writer: StreamWriter, disconnected: Any) -> int:
+    """Pass events through after the commit point; record usage before `message_stop`."""
+    import asyncio
+
+    tracker = UsageTracker()
+    ping_interval = settings.EZAT_PING_INTERVAL
+    response = opened.response
+    pending = opened.buffered
+    try:
+        while True:
+            for event, data in pending:
+                name = event.name
+                tracker.absorb(name, data)
+                if name == "message_start":
+                    data["message"]["model"] = exchange.model_name
+                    await writer.write(frame(name, data))
+                elif name == "message_stop":
+                    await exchange.record(tracker)
+                    await writer.write(event.raw)
+                    await writer.close()
+                    exchange.log(200)
+                    return 200
+                elif name == "error":
+                    await exchange.release()
+                    await writer.write(event.raw)
+                    await writer.close()
+                    exchange.log(502)
+                    return 200
+                else:
+                    await writer.write(event.raw)
+            if disconnected.is_set():
+                return await _drain_after_disconnect(exchange, opened, tracker)
+            try:
+                async with asyncio.timeout(ping_interval):
+                    chunk = await response.content.readany()
+            except TimeoutError:
+                await writer.write(PING_EVENT)
+                pending = []
+                continue
+            if not chunk:
+                raise AttemptFailed(GatewayError(502, "the provider closed the stream early"), "dropped", retryable=False)
+            pending = [(e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(chunk)]
+    except (AttemptFailed, *_STREAM_ERRORS) as exc:
+        # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
+        await exchange.release()
+        message = exc.error.message if isinstance(exc, AttemptFailed) else "the provider stream failed"
+        if not request.disconnected:
+            await writer.write(error_event("api_error", message, request.request_id))
+            await writer.close()
+        exchange.log(502)
+        return 200
+    finally:
+        response.close()
+        request.close()
+
+
+async def _drain_after_disconnect(exchange: Exchange, opened: OpenStream, tracker: UsageTracker) -> int:
+    """The client left: read on (bounded) for the exact usage, else bill an estimate."""
+    import asyncio
+
+    tracker.exact = False
+    try:
+        async with asyncio.timeout(settings.EZAT_DISCONNECT_DRAIN_SECONDS):
+            while not tracker.exact:
+                chunk = await opened.response.content.readany()
+                if not chunk:
+                    break
+                for event in opened.parser.feed(chunk):
+                    data = orjson.loads(event.data) if event.data else {}
+                    if event.name == "error":
+                        break
+                    tracker.absorb(event.name, data)
+    except (TimeoutError, *_STREAM_ERRORS):
+        pass  # the estimate below is the fallback by design
+    await exchange.record(tracker, status="client_disconnected")
+    exchange.log(499)
+    return 499
+
+
+def _stream_errors() -> tuple[type[BaseException], ...]:
+    from gateway.upstream import CONNECT_ERRORS
+
+    return (*CONNECT_ERRORS, orjson.JSONDecodeError)
+
+
+_STREAM_ERRORS = _stream_errors()
+
+
+async def count_tokens(request: ApiRequest, send: Send) -> int:
+    rate: limits.RateInfo | None = None
+    try:
+        key = await authenticate(request, FMT)
+        body = await read_json(request)
+        checked = validation.check_body(body, count_tokens=True)
+        assert isinstance(body, dict)
+        model = resolve_model(await snapshot(), checked.model, FMT)
+        body.pop("max_tokens", None)
+        body.pop("stream", None)
+        if not model.prompt_caching:
+            validation.strip_cache_control(body)
+        exchange = Exchange(
+            api="count_tokens", request_id=request.request_id, key=key, model=model,
+            model_name=checked.model, stream=False,
+            session=session_key(request.headers.get("x-ezat-session"), None, body),
+        )
+        try:
+            await exchange.admit(input_estimate=0, max_tokens=0, billable=False)
+        except limits.AdmissionError as exc:
+            err, rate = admission_error(exc)
+            raise err from None
+        rate = exchange.rate
+
+        async def attempt(route: Any) -> bytes:
+            # anthropic-beta is deliberately not passed on for count_tokens (documented).
+            _, payload = await exchange.post_json(
+                route, "/v1/messages/count_tokens", _upstream_body(body, route.upstream_model_id), None
+            )
+            return payload
+
+        payload = await exchange.run(attempt)
+        headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(rate)
+        await send_response(send, 200, payload, headers)
+        return 200
+    except GatewayError as err:
+        return await FMT.send_error(send, request, err, rate)

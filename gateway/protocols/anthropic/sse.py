@@ -1,0 +1,81 @@
+"""Server-Sent Events: parsing the upstream's stream and framing ours. Pure.
+
+Every event is parsed once (orjson) and passed on as the raw bytes it arrived in, so pass-through
+costs one parse per event and no re-serialisation — except `message_start`, whose `model` is
+rewritten to the name the caller sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+PING_EVENT = b'event: ping\ndata: {"type": "ping"}\n\n'
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    name: str
+    data: bytes
+    raw: bytes  # the whole block including its blank-line terminator
+
+
+class SSEParser:
+    """Incremental splitter of a byte stream into events (LF, CRLF or CR line ends)."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer = self._buffer + chunk if self._buffer else chunk
+        events: list[SSEEvent] = []
+        start = 0
+        while True:
+            end = buffer.find(b"\n\n", start)
+            if end < 0:
+                break
+            block = buffer[start:end]
+            start = end + 2
+            event = _parse_block(block)
+            if event is not None:
+                events.append(event)
+        self._buffer = buffer[start:]
+        return events
+
+    @property
+    def pending(self) -> bytes:
+        return self._buffer
+
+
+def _parse_block(block: bytes) -> SSEEvent | None:
+    name = ""
+    data_lines: list[bytes] = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            data_lines.append(line[6:] if line[5:6] == b" " else line[5:])
+        elif line.startswith(b"event:"):
+            name = (line[7:] if line[6:7] == b" " else line[6:]).decode()
+        # comments (":") and id/retry lines are ignored
+    if not data_lines and not name:
+        return None
+    data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
+    return SSEEvent(name=name, data=data, raw=block + b"\n\n")
+
+
+def frame(name: str, payload: dict) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+def error_event(error_type: str, message: str, request_id: str | None = None) -> bytes:
+    payload: dict[str, object] = {"type": "error", "error": {"type": error_type, "message": message}}
+    if request_id:
+        payload["request_id"] = request_id
+    return frame("error", payload)
+
+
+CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})

@@ -1,0 +1,80 @@
+"""What the gateway itself checks on a Messages request. Pure: no Django, no I/O.
+
+Only `model`, `max_tokens`, `messages` and `stream` are checked; every other field goes to the
+provider unchanged and the provider's own error comes back to the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import GatewayError, invalid
+
+MODEL_MAX_LENGTH = 128
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedRequest:
+    model: str  # exactly as sent (echoed back)
+    max_tokens: int | None
+    stream: bool
+
+
+def check_body(body: Any, *, count_tokens: bool = False) -> CheckedRequest:
+    if not isinstance(body, dict):
+        raise invalid("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise invalid("model: field required (a string)" if model is None else "model: must be a string", "model")
+    if not 1 <= len(model) <= MODEL_MAX_LENGTH or not model.strip():
+        raise invalid(f"model: must be 1 to {MODEL_MAX_LENGTH} characters", "model")
+    messages = body.get("messages")
+    if messages is None:
+        raise invalid("messages: field required", "messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages: must be a non-empty array", "messages")
+    stream = body.get("stream", False)
+    max_tokens = body.get("max_tokens")
+    if count_tokens:
+        # Accepted and ignored here (the SDK's count_tokens has no such fields, clients send them).
+        return CheckedRequest(model=model, max_tokens=None, stream=False)
+    if stream is not None and not isinstance(stream, bool):
+        raise invalid("stream: must be a boolean", "stream")
+    if max_tokens is None:
+        raise invalid("max_tokens: field required", "max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise invalid("max_tokens: must be an integer", "max_tokens")
+    if max_tokens < 1:
+        raise invalid("max_tokens: must be at least 1", "max_tokens")
+    return CheckedRequest(model=model, max_tokens=max_tokens, stream=bool(stream))
+
+
+def check_max_tokens(max_tokens: int, model_id: str, model_max: int) -> None:
+    if max_tokens > model_max:
+        raise invalid(
+            f"max_tokens: {max_tokens} > {model_max}, which is the maximum allowed number of "
+            f"output tokens for {model_id}",
+            "max_tokens",
+        )
+
+
+def unknown_model(name: str) -> GatewayError:
+    return GatewayError(404, f"model: {name}", type_="not_found_error", param="model", code="model_not_found")
+
+
+def strip_cache_control(node: Any) -> bool:
+    """Remove every `cache_control` key in place. Returns whether any was found."""
+    found = False
+    if isinstance(node, dict):
+        if "cache_control" in node:
+            del node["cache_control"]
+            found = True
+        for value in node.values():
+            if isinstance(value, (dict, list)):
+                found = strip_cache_control(value) or found
+    elif isinstance(node, list):
+        for value in node:
+            if isinstance(value, (dict, list)):
+                found = strip_cache_control(value) or found
+    return found

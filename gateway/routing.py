@@ -1,0 +1,163 @@
+"""Choosing a deployment: sticky weighted rendezvous hashing, cooldowns, provider-kind pinning.
+
+A conversation (session key) maps to the same deployment while it is healthy, so its prompt
+cache is read back; different conversations spread by weight. Rendezvous hashing moves only the
+affected share when a deployment is added or removed. Cooldowns are a preference, never a wall:
+cooling deployments go to the back of the order, they are not removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from django.conf import settings
+
+from catalog.snapshot import Route
+from gateway.metrics import SIDE_EFFECT_FAILURES
+
+logger = logging.getLogger(__name__)
+
+SESSION_MAX = 256
+_TWO_64 = float(2**64)
+
+
+def session_key(header: str | None, prompt_cache_key: str | None, body: dict[str, Any]) -> str:
+    """`x-ezat-session` › `prompt_cache_key` › a hash of the system prompt and first message."""
+    if header:
+        return "h:" + header[:SESSION_MAX]
+    if prompt_cache_key:
+        return "p:" + prompt_cache_key[:SESSION_MAX]
+    messages = body.get("messages") or [None]
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(orjson.dumps(body.get("system")))
+    digest.update(orjson.dumps(messages[0], option=orjson.OPT_NON_STR_KEYS))
+    return "c:" + digest.hexdigest()
+
+
+def _score(session: str, deployment_id: int, weight: int) -> float:
+    digest = hashlib.blake2b(f"{session}|{deployment_id}".encode(), digest_size=8).digest()
+    unit = (int.from_bytes(digest, "big") + 0.5) / _TWO_64  # in (0, 1)
+    # Weighted rendezvous (Schindelhauer & Schomaker): smallest -ln(u)/w wins, with P ∝ w.
+    return -math.log(unit) / weight
+
+
+def rendezvous_order(routes: Sequence[Route], session: str) -> list[Route]:
+    return sorted(routes, key=lambda r: _score(session, r.deployment.id, r.deployment.weight))
+
+
+def has_thinking_signatures(raw_body: bytes) -> bool:
+    return b'"signature"' in raw_body
+
+
+class HealthBoard:
+    """Consecutive failures → cooldown. Local state, mirrored through Redis when configured."""
+
+    def __init__(self) -> None:
+        self._failures: dict[int, int] = {}
+        self._cooling_until: dict[int, float] = {}
+        self._synced_at = 0.0
+        self._sync_task: asyncio.Task[None] | None = None
+        self._redis: Any = None
+
+    def _redis_client(self) -> Any:
+        if self._redis is None and settings.REDIS_URL:
+            import redis.asyncio as aioredis
+
+            self._redis = aioredis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
+            )
+        return self._redis
+
+    def is_cooling(self, deployment_id: int, now: float | None = None) -> bool:
+        until = self._cooling_until.get(deployment_id)
+        return until is not None and until > (now if now is not None else time.time())
+
+    def order(self, routes: Sequence[Route], session: str) -> list[Route]:
+        self._maybe_sync([r.deployment.id for r in routes])
+        ranked = rendezvous_order(routes, session)
+        now = time.time()
+        healthy = [r for r in ranked if not self.is_cooling(r.deployment.id, now)]
+        cooling = [r for r in ranked if self.is_cooling(r.deployment.id, now)]
+        return healthy + cooling
+
+    def success(self, deployment_id: int) -> None:
+        if self._failures.pop(deployment_id, None):
+            self._cooling_until.pop(deployment_id, None)
+
+    def failure(self, deployment_id: int) -> None:
+        count = self._failures.get(deployment_id, 0) + 1
+        self._failures[deployment_id] = count
+        if count >= settings.EZAT_COOLDOWN_FAILURES:
+            until = time.time() + settings.EZAT_COOLDOWN_SECONDS
+            self._cooling_until[deployment_id] = until
+            self._failures[deployment_id] = 0
+            logger.warning("deployment cooling down", extra={"deployment_id": deployment_id})
+            client = self._redis_client()
+            if client is not None:
+                asyncio.get_running_loop().create_task(self._publish(deployment_id, until))
+
+    async def _publish(self, deployment_id: int, until: float) -> None:
+        try:
+            await self._redis_client().set(
+                f"ezat:cooldown:{deployment_id}", str(until), ex=max(1, int(until - time.time()) + 1)
+            )
+        except Exception:  # the local cooldown still applies; other processes learn later
+            SIDE_EFFECT_FAILURES.labels("cooldown_publish").inc()
+            logger.warning("could not publish cooldown", exc_info=True)
+
+    def _maybe_sync(self, deployment_ids: list[int]) -> None:
+        if not settings.REDIS_URL or time.monotonic() - self._synced_at < 1.0:
+            return
+        if self._sync_task is not None and not self._sync_task.done():
+            return
+        self._synced_at = time.monotonic()
+        self._sync_task = asyncio.get_running_loop().create_task(self._sync(deployment_ids))
+
+    async def _sync(self, deployment_ids: list[int]) -> None:
+        try:
+            values = await self._redis_client().mget([f"ezat:cooldown:{d}" for d in deployment_ids])
+        except Exception:  # routing keeps its local view; counted, retried next second
+            SIDE_EFFECT_FAILURES.labels("cooldown_sync").inc()
+            return
+        for deployment_id, value in zip(deployment_ids, values, strict=True):
+            if value is not None:
+                self._cooling_until[deployment_id] = max(
+                    float(value), self._cooling_until.get(deployment_id, 0.0)
+                )
+
+    def state(self, deployment_ids: Sequence[int]) -> dict[int, float | None]:
+        now = time.time()
+        return {
+            d: (self._cooling_until[d] if self.is_cooling(d, now) else None) for d in deployment_ids
+        }
+
+    def reset(self) -> None:
+        self._failures.clear()
+        self._cooling_until.clear()
+
+
+health = HealthBoard()
+
+
+def cooldown_state(deployment_ids: Sequence[int]) -> dict[int, float | None]:
+    """For the operator console: when each deployment's cooldown ends (None = healthy)."""
+    if settings.REDIS_URL:
+        import redis
+
+        try:
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5)
+            values = client.mget([f"ezat:cooldown:{d}" for d in deployment_ids])
+            return {
+                d: (float(v) if v is not None else None)
+                for d, v in zip(deployment_ids, values, strict=True)
+            }
+        except redis.RedisError:
+            SIDE_EFFECT_FAILURES.labels("cooldown_state").inc()
+    return health.state(deployment_ids)
