@@ -34,6 +34,10 @@ logger = logging.getLogger("gateway.exchange")
 KeepAlive = Callable[[], Awaitable[None]]
 
 
+class _DrainStopped(Exception):
+    """The upstream reported an error while draining a disconnected stream."""
+
+
 class AttemptFailed(Exception):
     def __init__(self, error: GatewayError, outcome: str, *, retryable: bool) -> None:
         super().__init__(error.message)
@@ -91,8 +95,12 @@ class UsageTracker:
         details = u.get("output_tokens_details") or {}
         reasoning = min(int(details.get("thinking_tokens") or 0), output)
         return TokenCounts(
-            input=input_tokens, output=output, cache_read=read, cache_write_5m=write_5m,
-            cache_write_1h=write_1h, reasoning=reasoning,
+            input=input_tokens,
+            output=output,
+            cache_read=read,
+            cache_write_5m=write_5m,
+            cache_write_1h=write_1h,
+            reasoning=reasoning,
         )
 
 
@@ -141,20 +149,28 @@ class Exchange:
             # Signed thinking blocks are only valid on the platform that signed them.
             order = [r for r in order if r.deployment.kind == order[0].deployment.kind]
         if not order:
-            raise GatewayError(503, f"no deployment serves {self.model.id}", type_="overloaded_error")
+            raise GatewayError(
+                503, f"no deployment serves {self.model.id}", type_="overloaded_error"
+            )
         self._order = order
         if billable:
             self.hold_nano = worst_case_nano(
                 min(input_estimate, self.model.context_window), max_tokens, self.model.prices
             )
         candidates = (
-            tuple((r.deployment.id, r.deployment.max_concurrency) for r in order) if billable else ()
+            tuple((r.deployment.id, r.deployment.max_concurrency) for r in order)
+            if billable
+            else ()
         )
         admitted = await limits.get_limiter().admit(
             limits.AdmitRequest(
-                request_id=self.request_id, key_id=self.key.id, org_id=self.key.org_id,
-                rpm_limit=self.key.rpm_limit, spend_cap_nano=self.key.spend_cap_nano,
-                hold_nano=self.hold_nano, candidates=candidates,
+                request_id=self.request_id,
+                key_id=self.key.id,
+                org_id=self.key.org_id,
+                rpm_limit=self.key.rpm_limit,
+                spend_cap_nano=self.key.spend_cap_nano,
+                hold_nano=self.hold_nano,
+                candidates=candidates,
             )
         )
         self.rate = admitted.rate
@@ -199,15 +215,22 @@ class Exchange:
             return result
         if last is None:
             raise GatewayError(
-                529, "every deployment of this model is at capacity; retry shortly",
-                type_="overloaded_error", headers={"retry-after": "1"},
+                529,
+                "every deployment of this model is at capacity; retry shortly",
+                type_="overloaded_error",
+                headers={"retry-after": "1"},
             )
         raise last
 
     def _log_attempt(self, route: Route, outcome: str, started: float, status: int | None) -> None:
         ms = round((time.perf_counter() - started) * 1000, 1)
         self.attempts.append(
-            {"deployment": route.deployment.name, "outcome": outcome, "status": status, "ttfb_ms": ms}
+            {
+                "deployment": route.deployment.name,
+                "outcome": outcome,
+                "status": status,
+                "ttfb_ms": ms,
+            }
         )
         metrics.UPSTREAM_ATTEMPTS.labels(route.deployment.name, outcome).inc()
 
@@ -217,18 +240,24 @@ class Exchange:
             await limits.get_limiter().release_slot(self.request_id, slot)
 
     # --- one attempt, JSON --------------------------------------------------------------------
-    async def post_json(self, route: Route, path: str, body: bytes, beta: str | None) -> tuple[int, bytes]:
+    async def post_json(
+        self, route: Route, path: str, body: bytes, beta: str | None
+    ) -> tuple[int, bytes]:
         try:
             async with asyncio.timeout(self.deadline_s):
                 response = await client.post(route.deployment, path, body, beta)
                 payload = await response.read()
         except TimeoutError:
-            raise AttemptFailed(_timeout_error(self.deadline_s), "timeout", retryable=True) from None
+            raise AttemptFailed(
+                _timeout_error(self.deadline_s), "timeout", retryable=True
+            ) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
         if response.status != 200:
             error = from_upstream(response.status, payload)
-            raise AttemptFailed(error, f"http_{response.status}", retryable=error.retryable_upstream)
+            raise AttemptFailed(
+                error, f"http_{response.status}", retryable=error.retryable_upstream
+            )
         return response.status, payload
 
     # --- one attempt, stream ------------------------------------------------------------------
@@ -237,7 +266,9 @@ class Exchange:
     ) -> OpenStream:
         """Read until the first content event; anything earlier that fails is retryable."""
         deadline = time.monotonic() + self.deadline_s
-        next_keepalive = self.t0 - time.perf_counter() + time.monotonic() + settings.EZAT_STREAM_OPEN_AFTER
+        next_keepalive = (
+            self.t0 - time.perf_counter() + time.monotonic() + settings.EZAT_STREAM_OPEN_AFTER
+        )
         try:
             async with asyncio.timeout(self.deadline_s):
                 response = await client.post(route.deployment, "/v1/messages", body, beta)
@@ -248,7 +279,9 @@ class Exchange:
                         error, f"http_{response.status}", retryable=error.retryable_upstream
                     )
         except TimeoutError:
-            raise AttemptFailed(_timeout_error(self.deadline_s), "timeout", retryable=True) from None
+            raise AttemptFailed(
+                _timeout_error(self.deadline_s), "timeout", retryable=True
+            ) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
         parser = SSEParser()
@@ -269,9 +302,13 @@ class Exchange:
                     continue
                 if not chunk:
                     raise AttemptFailed(
-                        GatewayError(502, "the provider closed the stream before its first token",
-                                     type_="api_error"),
-                        "dropped", retryable=True,
+                        GatewayError(
+                            502,
+                            "the provider closed the stream before its first token",
+                            type_="api_error",
+                        ),
+                        "dropped",
+                        retryable=True,
                     )
                 committed = False
                 for event in parser.feed(chunk):
@@ -279,10 +316,13 @@ class Exchange:
                     if event.name == "error" and not committed:
                         error = data.get("error") or {}
                         raise AttemptFailed(
-                            GatewayError(529 if error.get("type") == "overloaded_error" else 500,
-                                         str(error.get("message") or "upstream error"),
-                                         type_=error.get("type")),
-                            "error_event", retryable=True,
+                            GatewayError(
+                                529 if error.get("type") == "overloaded_error" else 500,
+                                str(error.get("message") or "upstream error"),
+                                type_=error.get("type"),
+                            ),
+                            "error_event",
+                            retryable=True,
                         )
                     buffered.append((event, data))
                     if not committed and event.name in CONTENT_EVENTS:
@@ -298,17 +338,52 @@ class Exchange:
             response.close()
             raise AttemptFailed(_connect_error(exc), "dropped", retryable=True) from None
 
+    async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
+        """The client left mid-stream: it pays for what was produced. Read on (bounded) for the
+        exact usage in `message_delta`; if that fails, bill an estimate and say so."""
+        tracker.exact = False
+        try:
+            async with asyncio.timeout(settings.EZAT_DISCONNECT_DRAIN_SECONDS):
+                while not tracker.exact:
+                    chunk = await opened.response.content.readany()
+                    if not chunk:
+                        break
+                    for event in opened.parser.feed(chunk):
+                        if event.name == "error":
+                            raise _DrainStopped
+                        tracker.absorb(event.name, orjson.loads(event.data) if event.data else {})
+        except (TimeoutError, _DrainStopped, *CONNECT_ERRORS, orjson.JSONDecodeError):
+            logger.info(
+                "disconnect drain incomplete; output estimated",
+                extra={"request_id": self.request_id},
+            )
+        finally:
+            opened.response.close()
+        await self.record(tracker, status="client_disconnected")
+        self.log(499)
+        return 499
+
     # --- the end ----------------------------------------------------------------------------------
     async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
         """Write the usage record (awaited before the final event), then settle the hold."""
         tokens = tracker.tokens(self.model)
         data = UsageData(
-            request_id=self.request_id, org_id=self.key.org_id, key_id=self.key.id, api=self.api,
-            stream=self.stream, model_id=self.model.id, model_name=self.model_name,
-            deployment=self.route.deployment.name if self.route else "", tokens=tokens,
-            prices=self.model.prices, started_at=self.started_at,
-            output_exact=tracker.exact, status=status, attempts=self.attempts,
-            latency_ms=int((time.perf_counter() - self.t0) * 1000), ttft_ms=self.ttft_ms,
+            request_id=self.request_id,
+            org_id=self.key.org_id,
+            key_id=self.key.id,
+            api=self.api,
+            stream=self.stream,
+            model_id=self.model.id,
+            model_name=self.model_name,
+            deployment=self.route.deployment.name if self.route else "",
+            tokens=tokens,
+            prices=self.model.prices,
+            started_at=self.started_at,
+            output_exact=tracker.exact,
+            status=status,
+            attempts=self.attempts,
+            latency_ms=int((time.perf_counter() - self.t0) * 1000),
+            ttft_ms=self.ttft_ms,
         )
         try:
             cost = await record_usage(data)
@@ -334,8 +409,11 @@ class Exchange:
         await self._release_slot()
         if self.hold_nano or cost:
             await limits.get_limiter().settle(
-                self.request_id, key_id=self.key.id, org_id=self.key.org_id,
-                hold_nano=self.hold_nano, cost_nano=cost,
+                self.request_id,
+                key_id=self.key.id,
+                org_id=self.key.org_id,
+                hold_nano=self.hold_nano,
+                cost_nano=cost,
             )
 
     def log(self, status: int) -> None:
@@ -348,18 +426,26 @@ class Exchange:
             logger.info(
                 "request",
                 extra={
-                    "request_id": self.request_id, "api": self.api, "model": self.model.id,
-                    "status": status, "ms": round(elapsed * 1000, 2), "attempts": self.attempts,
+                    "request_id": self.request_id,
+                    "api": self.api,
+                    "model": self.model.id,
+                    "status": status,
+                    "ms": round(elapsed * 1000, 2),
+                    "attempts": self.attempts,
                 },
             )
 
 
 def _timeout_error(seconds: float) -> GatewayError:
-    return GatewayError(504, f"the provider did not start answering within {seconds:g} s", type_="timeout_error")
+    return GatewayError(
+        504, f"the provider did not start answering within {seconds:g} s", type_="timeout_error"
+    )
 
 
 def _connect_error(exc: BaseException) -> GatewayError:
-    return GatewayError(502, f"could not reach the provider ({type(exc).__name__})", type_="api_error")
+    return GatewayError(
+        502, f"could not reach the provider ({type(exc).__name__})", type_="api_error"
+    )
 
 
 def _publish_live(data: UsageData, cost: int, key_prefix: str) -> None:
@@ -370,13 +456,20 @@ def _publish_live(data: UsageData, cost: int, key_prefix: str) -> None:
     from billing.pricing import nano_to_usd
 
     row = {
-        "request_id": data.request_id, "created_at": timezone.now().isoformat(),
-        "model_name": data.model_name, "model_id": data.model_id, "key_prefix": key_prefix,
-        "status": data.status, "input_tokens": data.tokens.input,
-        "output_tokens": data.tokens.output, "cache_read_tokens": data.tokens.cache_read,
+        "request_id": data.request_id,
+        "created_at": timezone.now().isoformat(),
+        "model_name": data.model_name,
+        "model_id": data.model_id,
+        "key_prefix": key_prefix,
+        "status": data.status,
+        "input_tokens": data.tokens.input,
+        "output_tokens": data.tokens.output,
+        "cache_read_tokens": data.tokens.cache_read,
         "cache_write_tokens": data.tokens.cache_write_5m + data.tokens.cache_write_1h,
-        "cost_usd": str(nano_to_usd(cost)), "output_exact": data.output_exact,
-        "latency_ms": data.latency_ms, "deployment": data.deployment,
+        "cost_usd": str(nano_to_usd(cost)),
+        "output_exact": data.output_exact,
+        "latency_ms": data.latency_ms,
+        "deployment": data.deployment,
     }
     task = asyncio.get_running_loop().create_task(publish_request(data.org_id, row))
     _LIVE_TASKS.add(task)

@@ -52,7 +52,11 @@ class ApiFormat:
         ]
 
     async def send_error(
-        self, send, request: ApiRequest, err: GatewayError, rate: limits.RateInfo | None = None  # type: ignore[no-untyped-def]
+        self,
+        send,
+        request: ApiRequest,
+        err: GatewayError,
+        rate: limits.RateInfo | None = None,  # type: ignore[no-untyped-def]
     ) -> int:
         status = self.error_status(err)
         headers = base_headers(request.request_id) + [JSON_CT] + self.rate_headers(rate)
@@ -69,12 +73,15 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
     secret = request.bearer_or_api_key()
     if not secret:
         raise GatewayError(
-            401, "missing API key: send it as `x-api-key` or `Authorization: Bearer`",
+            401,
+            "missing API key: send it as `x-api-key` or `Authorization: Bearer`",
             type_="authentication_error",
         )
     info = await key_cache.lookup(secret)
     if info is None:
-        raise GatewayError(401, "invalid API key", type_="authentication_error", code="invalid_api_key")
+        raise GatewayError(
+            401, "invalid API key", type_="authentication_error", code="invalid_api_key"
+        )
     return info
 
 
@@ -99,7 +106,9 @@ def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo
             message = f"The model `{name}` does not exist or you do not have access to it."
         else:
             message = f"model: {name}"
-        raise GatewayError(404, message, type_="not_found_error", param="model", code="model_not_found")
+        raise GatewayError(
+            404, message, type_="not_found_error", param="model", code="model_not_found"
+        )
     return model
 
 
@@ -107,8 +116,10 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
     if isinstance(exc, limits.RateLimited):
         return (
             GatewayError(
-                429, "requests per minute limit of this key exceeded",
-                type_="rate_limit_error", headers={"retry-after": str(exc.retry_after)},
+                429,
+                "requests per minute limit of this key exceeded",
+                type_="rate_limit_error",
+                headers={"retry-after": str(exc.retry_after)},
             ),
             exc.rate,
         )
@@ -120,21 +131,29 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
         )
         # x-should-retry: false — both SDKs would otherwise retry; waiting will not add money.
         return (
-            GatewayError(402, message, type_="billing_error", code="insufficient_quota",
-                         headers={"x-should-retry": "false"}),
+            GatewayError(
+                402,
+                message,
+                type_="billing_error",
+                code="insufficient_quota",
+                headers={"x-should-retry": "false"},
+            ),
             exc.rate,
         )
     if isinstance(exc, limits.CapacityExhausted):
         return (
             GatewayError(
-                529, "every deployment of this model is at capacity; retry shortly",
-                type_="overloaded_error", headers={"retry-after": str(exc.retry_after)},
+                529,
+                "every deployment of this model is at capacity; retry shortly",
+                type_="overloaded_error",
+                headers={"retry-after": str(exc.retry_after)},
             ),
             exc.rate,
         )
     return (
         GatewayError(
-            503, "spend limits cannot be checked right now (limits store unreachable); retry later",
+            503,
+            "spend limits cannot be checked right now (limits store unreachable); retry later",
             type_="api_error",
         ),
         None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -20,10 +21,19 @@ from gateway.handlers.common import (
     resolve_model,
     snapshot,
 )
-from gateway.http import JSON_CT, SSE_HEADERS, ApiRequest, Send, StreamWriter, base_headers, send_response
+from gateway.http import (
+    JSON_CT,
+    SSE_HEADERS,
+    ApiRequest,
+    Send,
+    StreamWriter,
+    base_headers,
+    send_response,
+)
 from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
 from gateway.routing import has_thinking_signatures, session_key
+from gateway.upstream import CONNECT_ERRORS
 
 FMT = ANTHROPIC
 
@@ -42,12 +52,17 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         if not model.prompt_caching:
             validation.strip_cache_control(body)
         exchange = Exchange(
-            api="messages", request_id=request.request_id, key=key, model=model,
-            model_name=checked.model, stream=checked.stream,
+            api="messages",
+            request_id=request.request_id,
+            key=key,
+            model=model,
+            model_name=checked.model,
+            stream=checked.stream,
             session=session_key(request.headers.get("x-ezat-session"), None, body),
             pin_kind=has_thinking_signatures(request.body),
             high_effort=(body.get("output_config") or {}).get("effort") in ("high", "xhigh", "max")
-            if isinstance(body.get("output_config"), dict) else False,
+            if isinstance(body.get("output_config"), dict)
+            else False,
         )
         try:
             await exchange.admit(
@@ -97,7 +112,9 @@ async def _json(
 async def _stream(
     request: ApiRequest, send: Send, exchange: Exchange, body: dict[str, Any], beta: str | None
 ) -> int:
-    writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + FMT.rate_headers(exchange.rate))
+    writer = StreamWriter(
+        send, base_headers(request.request_id) + SSE_HEADERS + FMT.rate_headers(exchange.rate)
+    )
 
     async def keepalive() -> None:
         # Opens the response before the first token and keeps proxies from timing it out;
@@ -124,10 +141,14 @@ async def _stream(
     return await pump_anthropic(request, exchange, opened, writer, disconnected)
 
 
-async def pump_anthropic(request: ApiRequest, exchange: Exchange, opened: OpenStream, writer: StreamWriter, disconnected: Any) -> int:
+async def pump_anthropic(
+    request: ApiRequest,
+    exchange: Exchange,
+    opened: OpenStream,
+    writer: StreamWriter,
+    disconnected: asyncio.Event,
+) -> int:
     """Pass events through after the commit point; record usage before `message_stop`."""
-    import asyncio
-
     tracker = UsageTracker()
     ping_interval = settings.EZAT_PING_INTERVAL
     response = opened.response
@@ -155,7 +176,7 @@ async def pump_anthropic(request: ApiRequest, exchange: Exchange, opened: OpenSt
                 else:
                     await writer.write(event.raw)
             if disconnected.is_set():
-                return await _drain_after_disconnect(exchange, opened, tracker)
+                return await exchange.drain_after_disconnect(opened, tracker)
             try:
                 async with asyncio.timeout(ping_interval):
                     chunk = await response.content.readany()
@@ -164,12 +185,20 @@ async def pump_anthropic(request: ApiRequest, exchange: Exchange, opened: OpenSt
                 pending = []
                 continue
             if not chunk:
-                raise AttemptFailed(GatewayError(502, "the provider closed the stream early"), "dropped", retryable=False)
-            pending = [(e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(chunk)]
+                raise AttemptFailed(
+                    GatewayError(502, "the provider closed the stream early"),
+                    "dropped",
+                    retryable=False,
+                )
+            pending = [
+                (e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(chunk)
+            ]
     except (AttemptFailed, *_STREAM_ERRORS) as exc:
         # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
         await exchange.release()
-        message = exc.error.message if isinstance(exc, AttemptFailed) else "the provider stream failed"
+        message = (
+            exc.error.message if isinstance(exc, AttemptFailed) else "the provider stream failed"
+        )
         if not request.disconnected:
             await writer.write(error_event("api_error", message, request.request_id))
             await writer.close()
@@ -180,36 +209,7 @@ async def pump_anthropic(request: ApiRequest, exchange: Exchange, opened: OpenSt
         request.close()
 
 
-async def _drain_after_disconnect(exchange: Exchange, opened: OpenStream, tracker: UsageTracker) -> int:
-    """The client left: read on (bounded) for the exact usage, else bill an estimate."""
-    import asyncio
-
-    tracker.exact = False
-    try:
-        async with asyncio.timeout(settings.EZAT_DISCONNECT_DRAIN_SECONDS):
-            while not tracker.exact:
-                chunk = await opened.response.content.readany()
-                if not chunk:
-                    break
-                for event in opened.parser.feed(chunk):
-                    data = orjson.loads(event.data) if event.data else {}
-                    if event.name == "error":
-                        break
-                    tracker.absorb(event.name, data)
-    except (TimeoutError, *_STREAM_ERRORS):
-        pass  # the estimate below is the fallback by design
-    await exchange.record(tracker, status="client_disconnected")
-    exchange.log(499)
-    return 499
-
-
-def _stream_errors() -> tuple[type[BaseException], ...]:
-    from gateway.upstream import CONNECT_ERRORS
-
-    return (*CONNECT_ERRORS, orjson.JSONDecodeError)
-
-
-_STREAM_ERRORS = _stream_errors()
+_STREAM_ERRORS = (*CONNECT_ERRORS, orjson.JSONDecodeError)
 
 
 async def count_tokens(request: ApiRequest, send: Send) -> int:
@@ -225,8 +225,12 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         if not model.prompt_caching:
             validation.strip_cache_control(body)
         exchange = Exchange(
-            api="count_tokens", request_id=request.request_id, key=key, model=model,
-            model_name=checked.model, stream=False,
+            api="count_tokens",
+            request_id=request.request_id,
+            key=key,
+            model=model,
+            model_name=checked.model,
+            stream=False,
             session=session_key(request.headers.get("x-ezat-session"), None, body),
         )
         try:
@@ -239,7 +243,10 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         async def attempt(route: Any) -> bytes:
             # anthropic-beta is deliberately not passed on for count_tokens (documented).
             _, payload = await exchange.post_json(
-                route, "/v1/messages/count_tokens", _upstream_body(body, route.upstream_model_id), None
+                route,
+                "/v1/messages/count_tokens",
+                _upstream_body(body, route.upstream_model_id),
+                None,
             )
             return payload
 

@@ -41,7 +41,9 @@ async def list_models(request: ApiRequest, send: Send, fmt: ApiFormat) -> int:
             "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None,
         }
-    await send_response(send, 200, orjson.dumps(payload), base_headers(request.request_id) + [JSON_CT])
+    await send_response(
+        send, 200, orjson.dumps(payload), base_headers(request.request_id) + [JSON_CT]
+    )
     return 200
 
 

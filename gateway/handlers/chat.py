@@ -1,0 +1,309 @@
+"""POST /openai/v1/chat/completions: translated to a Messages request and back.
+
+Runs through the same admission, routing, failover and billing as /v1/messages (Exchange);
+translation itself happens in the pure modules of gateway.protocols.openai.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from django.conf import settings
+
+from catalog.snapshot import ModelInfo, Route
+from gateway import limits
+from gateway.errors import GatewayError
+from gateway.exchange import AttemptFailed, Exchange, OpenStream, UsageTracker
+from gateway.handlers.common import (
+    OPENAI,
+    admission_error,
+    authenticate,
+    input_estimate,
+    read_json,
+    resolve_model,
+    snapshot,
+)
+from gateway.http import (
+    JSON_CT,
+    SSE_HEADERS,
+    ApiRequest,
+    Headers,
+    Send,
+    StreamWriter,
+    base_headers,
+    send_response,
+)
+from gateway.images import ImageFetcher, ImageFetchError, ImageFetchPolicy
+from gateway.protocols.openai.inbound import (
+    InvalidRequest,
+    ModelCaps,
+    TranslatedRequest,
+    attach_thinking,
+    disable_thinking,
+    translate_request,
+)
+from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id, translate_response
+from gateway.protocols.openai.stream import ChatStreamTranslator
+from gateway.routing import has_thinking_signatures, session_key
+from gateway.thinking_store import store as thinking_store
+from gateway.upstream import CONNECT_ERRORS
+
+FMT = OPENAI
+HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
+_fetcher: ImageFetcher | None = None
+
+
+def _image_fetcher() -> ImageFetcher:
+    global _fetcher
+    if _fetcher is None:
+        _fetcher = ImageFetcher(ImageFetchPolicy(allow_loopback=settings.EZAT_IMAGE_ALLOW_LOOPBACK))
+    return _fetcher
+
+
+def _caps(model: ModelInfo) -> ModelCaps:
+    return ModelCaps(
+        canonical_id=model.id,
+        sampling=model.sampling,
+        prompt_caching=model.prompt_caching,
+        vision=model.vision,
+        pdf=model.pdf,
+        tools=model.tools,
+        structured_outputs=model.structured_outputs,
+        reasoning_efforts=model.reasoning_efforts,
+        max_output_tokens=model.max_output_tokens,
+    )
+
+
+def _model_name(body: object) -> str:
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the request body must be a JSON object")
+    name = body.get("model")
+    if not isinstance(name, str) or not name.strip() or len(name) > 128:
+        raise GatewayError(400, "model: required, a string of 1 to 128 characters", param="model")
+    return name
+
+
+async def _prepare(
+    request: ApiRequest, body: dict[str, Any], model: ModelInfo, org_id: int
+) -> tuple[TranslatedRequest, int]:
+    """Translate, restore thinking blocks, inline image URLs. Returns the request and image bytes."""
+    auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
+    try:
+        tr = translate_request(body, _caps(model), auto_cache=auto_cache)
+    except InvalidRequest as exc:
+        raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None
+    if tr.tool_call_ids_needing_thinking:
+        blocks = await thinking_store.get_many(org_id, tr.tool_call_ids_needing_thinking)
+        if not attach_thinking(tr.body, blocks, tr.thinking):
+            # The signed blocks are gone (expired, other process without Redis): the upstream
+            # would refuse the turn, so this one request runs without thinking instead.
+            disable_thinking(tr.body)
+    image_bytes = 0
+    if tr.images:
+        try:
+            fetched = await _image_fetcher().fetch_all([(ref.param, ref.url) for ref in tr.images])
+        except ImageFetchError as exc:
+            raise GatewayError(400, f"{exc.param}: {exc}", param=exc.param) from None
+        for ref, image in zip(tr.images, fetched, strict=True):
+            ref.block["source"] = {
+                "type": "base64",
+                "media_type": image.media_type,
+                "data": image.data_b64,
+            }
+            image_bytes += len(image.data_b64)
+    return tr, image_bytes
+
+
+async def create_chat_completion(request: ApiRequest, send: Send) -> int:
+    rate: limits.RateInfo | None = None
+    exchange: Exchange | None = None
+    try:
+        key = await authenticate(request, FMT)
+        body = await read_json(request)
+        name = _model_name(body)
+        assert isinstance(body, dict)
+        model = resolve_model(await snapshot(), name, FMT)
+        tr, image_bytes = await _prepare(request, body, model, key.org_id)
+        raw_upstream_hint = orjson.dumps(tr.body) if tr.tool_call_ids_needing_thinking else b""
+        exchange = Exchange(
+            api="chat",
+            request_id=request.request_id,
+            key=key,
+            model=model,
+            model_name=name,
+            stream=tr.stream,
+            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
+            pin_kind=has_thinking_signatures(raw_upstream_hint),
+            high_effort=tr.reasoning_effort in HIGH_EFFORTS,
+        )
+        try:
+            await exchange.admit(
+                input_estimate=input_estimate(len(request.body) + image_bytes),
+                max_tokens=tr.body["max_tokens"],
+            )
+        except limits.AdmissionError as exc:
+            err, rate = admission_error(exc)
+            raise err from None
+        rate = exchange.rate
+        extra = FMT.rate_headers(rate)
+        if tr.reasoning_effort is not None:
+            extra.append((b"x-ezat-reasoning-effort", tr.reasoning_effort.encode()))
+        if tr.stream:
+            return await _stream(request, send, exchange, tr, extra)
+        return await _json(request, send, exchange, tr, extra)
+    except GatewayError as err:
+        if exchange is not None:
+            await exchange.release()
+            exchange.log(FMT.error_status(err))
+        return await FMT.send_error(send, request, err, rate)
+
+
+def _upstream_body(tr: TranslatedRequest, route: Route) -> bytes:
+    tr.body["model"] = route.upstream_model_id
+    return orjson.dumps(tr.body)
+
+
+async def _json(
+    request: ApiRequest, send: Send, exchange: Exchange, tr: TranslatedRequest, extra: Headers
+) -> int:
+    async def attempt(route: Route) -> bytes:
+        _, payload = await exchange.post_json(
+            route, "/v1/messages", _upstream_body(tr, route), None
+        )
+        return payload
+
+    reply = orjson.loads(await exchange.run(attempt))
+    exchange.ttft_ms = int((time.perf_counter() - exchange.t0) * 1000)
+    await thinking_store.put(
+        exchange.key.org_id, thinking_blocks_by_tool_id(reply.get("content") or [])
+    )
+    completion = translate_response(
+        reply,
+        request_id=request.request_id,
+        model_name=exchange.model_name,
+        created=int(time.time()),
+    )
+    await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
+    headers = base_headers(request.request_id) + [JSON_CT] + extra
+    await send_response(send, 200, orjson.dumps(completion), headers)
+    exchange.log(200)
+    return 200
+
+
+async def _stream(
+    request: ApiRequest, send: Send, exchange: Exchange, tr: TranslatedRequest, extra: Headers
+) -> int:
+    translator = ChatStreamTranslator(
+        request_id=request.request_id,
+        model_name=exchange.model_name,
+        created=int(time.time()),
+        include_usage=tr.include_usage,
+    )
+    writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + extra)
+
+    async def keepalive() -> None:
+        await writer.write(ChatStreamTranslator.PING)
+
+    async def attempt(route: Route) -> OpenStream:
+        return await exchange.open_stream(route, _upstream_body(tr, route), None, keepalive)
+
+    try:
+        opened: OpenStream = await exchange.run(attempt)
+    except GatewayError as err:
+        if not writer.opened:
+            raise
+        await exchange.release()
+        await _stream_error(writer, translator, err)
+        exchange.log(FMT.error_status(err))
+        return FMT.error_status(err)
+    return await _pump(request, exchange, opened, writer, translator)
+
+
+async def _stream_error(
+    writer: StreamWriter, translator: ChatStreamTranslator, err: GatewayError
+) -> None:
+    from gateway.errors import openai_error_object
+
+    error = openai_error_object(err)
+    await writer.write(translator.error_chunk(err.message, str(error["type"]), error["code"]))  # type: ignore[arg-type]
+    await writer.write(ChatStreamTranslator.DONE)
+    await writer.close()
+
+
+async def _pump(
+    request: ApiRequest,
+    exchange: Exchange,
+    opened: OpenStream,
+    writer: StreamWriter,
+    translator: ChatStreamTranslator,
+) -> int:
+    """Translate events after the commit point; `[DONE]` only after the usage is recorded."""
+    disconnected = request.watch_disconnect()
+    tracker = UsageTracker()
+    response = opened.response
+    pending = opened.buffered
+    ping_interval = settings.EZAT_PING_INTERVAL
+    try:
+        while True:
+            out = []
+            for event, data in pending:
+                name = event.name
+                if name == "error":
+                    error = data.get("error") or {}
+                    raise AttemptFailed(
+                        GatewayError(
+                            529 if error.get("type") == "overloaded_error" else 500,
+                            str(error.get("message") or "upstream error"),
+                        ),
+                        "error_event",
+                        retryable=False,
+                    )
+                tracker.absorb(name, data)
+                chunk = translator.feed(data)
+                if chunk:
+                    out.append(chunk)
+                if name == "message_stop":
+                    if out:
+                        await writer.write(b"".join(out))
+                    await thinking_store.put(
+                        exchange.key.org_id, translator.thinking_blocks_by_tool_id
+                    )
+                    await exchange.record(tracker)
+                    await writer.write(translator.usage_chunk() + ChatStreamTranslator.DONE)
+                    await writer.close()
+                    exchange.log(200)
+                    return 200
+            if out:
+                await writer.write(b"".join(out))
+            if disconnected.is_set():
+                return await exchange.drain_after_disconnect(opened, tracker)
+            try:
+                async with asyncio.timeout(ping_interval):
+                    raw = await response.content.readany()
+            except TimeoutError:
+                await writer.write(ChatStreamTranslator.PING)
+                pending = []
+                continue
+            if not raw:
+                raise AttemptFailed(
+                    GatewayError(502, "the provider closed the stream early"),
+                    "dropped",
+                    retryable=False,
+                )
+            pending = [(e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(raw)]
+    except (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError) as exc:
+        await exchange.release()
+        err = (
+            exc.error
+            if isinstance(exc, AttemptFailed)
+            else GatewayError(502, "the provider stream failed")
+        )
+        if not request.disconnected:
+            await _stream_error(writer, translator, err)
+        exchange.log(502)
+        return 200
+    finally:
+        response.close()

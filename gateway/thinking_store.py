@@ -1,0 +1,95 @@
+"""Signed thinking blocks kept server-side for OpenAI-format tool loops.
+
+Anthropic requires an assistant turn's signed thinking blocks to come back with its tool results;
+OpenAI clients never see them. We keep them keyed by (org, tool call id) for a bounded time —
+in Redis when configured (any process can serve the next turn), else in process memory — and
+put them back when the tool results arrive. Scoped per org so one tenant can never inject
+another's blocks by guessing a tool call id.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from django.conf import settings
+
+from gateway.metrics import SIDE_EFFECT_FAILURES
+
+logger = logging.getLogger(__name__)
+
+MAX_LOCAL_ENTRIES = 20_000
+
+
+class ThinkingStore:
+    def __init__(self) -> None:
+        self._local: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._redis: Any = None
+
+    def _client(self) -> Any:
+        if self._redis is None and settings.REDIS_URL:
+            import redis.asyncio as aioredis
+
+            self._redis = aioredis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
+            )
+        return self._redis
+
+    @staticmethod
+    def _key(org_id: int, tool_id: str) -> str:
+        return f"ezat:thinking:{org_id}:{tool_id}"
+
+    async def put(self, org_id: int, blocks_by_tool_id: dict[str, list[dict[str, Any]]]) -> None:
+        if not blocks_by_tool_id:
+            return
+        ttl = settings.EZAT_THINKING_TTL_SECONDS
+        items = {self._key(org_id, t): orjson.dumps(b) for t, b in blocks_by_tool_id.items()}
+        client = self._client()
+        if client is not None:
+            try:
+                async with client.pipeline(transaction=False) as pipe:
+                    for key, value in items.items():
+                        pipe.set(key, value, ex=ttl)
+                    await pipe.execute()
+                return
+            except Exception:  # degrade to this process's memory; counted
+                SIDE_EFFECT_FAILURES.labels("thinking_store_put").inc()
+                logger.warning("thinking store: redis put failed", exc_info=True)
+        expires = time.monotonic() + ttl
+        for key, value in items.items():
+            self._local[key] = (expires, value)
+            self._local.move_to_end(key)
+        while len(self._local) > MAX_LOCAL_ENTRIES:
+            self._local.popitem(last=False)
+
+    async def get_many(
+        self, org_id: int, tool_ids: Iterable[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        ids = list(dict.fromkeys(tool_ids))
+        if not ids:
+            return {}
+        keys = [self._key(org_id, t) for t in ids]
+        found: dict[str, list[dict[str, Any]]] = {}
+        client = self._client()
+        if client is not None:
+            try:
+                values = await client.mget(keys)
+                for tool_id, value in zip(ids, values, strict=True):
+                    if value is not None:
+                        found[tool_id] = orjson.loads(value)
+            except Exception:  # missing blocks only turn thinking off for this request
+                SIDE_EFFECT_FAILURES.labels("thinking_store_get").inc()
+                logger.warning("thinking store: redis get failed", exc_info=True)
+        now = time.monotonic()
+        for tool_id, key in zip(ids, keys, strict=True):
+            hit = self._local.get(key)
+            if tool_id not in found and hit is not None and hit[0] > now:
+                found[tool_id] = orjson.loads(hit[1])
+        return found
+
+
+store = ThinkingStore()
