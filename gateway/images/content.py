@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+# What we accept as an image, and how much of it we are willing to hold in memory.
+#
+# The media type comes from the magic bytes only: Content-Type is whatever the remote
+# server claims and the upstream model provider validates the bytes, not our header.
+from collections.abc import AsyncIterable
+from typing import Final
+
+from gateway.images.errors import MESSAGE_NOT_IMAGE, ImageContentError
+
+MIB: Final = 1024 * 1024
+KIB: Final = 1024
+# Enough bytes to recognise every supported format (WebP needs 12).
+SNIFF_BYTES: Final = 12
+
+
+def sniff_media_type(head: bytes | bytearray) -> str | None:
+    """image/jpeg, image/png, image/gif or image/webp from the leading bytes, else None."""
+    if head[:3] == b"\xff\xd8\xff":
+        return "image/jpeg"
+    if head[:8] == b"\x89PNG\r\n\x1a\n":
+        return "image/png"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def format_size(limit: int) -> str:
+    """ "10 MB" for the documented limits; exact units for the small limits tests use."""
+    if limit % MIB == 0:
+        return f"{limit // MIB} MB"
+    if limit % KIB == 0:
+        return f"{limit // KIB} KB"
+    return f"{limit} bytes"
+
+
+def image_too_large(limit: int) -> ImageContentError:
+    return ImageContentError(f"the image is larger than {format_size(limit)}")
+
+
+def budget_exceeded(limit: int) -> ImageContentError:
+    return ImageContentError(f"image downloads exceed {format_size(limit)} for this request")
+
+
+class ByteBudget:
+    """Bytes all downloads of one request may still receive together.
+
+    No lock: every consumer runs on the same event loop and `take` does not await.
+    Bytes are charged as they arrive, so the budget is exact even with parallel downloads.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.remaining = limit
+
+    def ensure_available(self, size: int) -> None:
+        """Fail early on a declared Content-Length that can no longer fit."""
+        if size > self.remaining:
+            raise budget_exceeded(self.limit)
+
+    def take(self, size: int) -> None:
+        if size > self.remaining:
+            self.remaining = 0
+            raise budget_exceeded(self.limit)
+        self.remaining -= size
+
+
+async def read_image_body(
+    chunks: AsyncIterable[bytes], *, max_bytes: int, budget: ByteBudget
+) -> tuple[bytes, str]:
+    """Read a response body into memory within the limits; return (data, media_type).
+
+    Each chunk is checked BEFORE it is appended, so at most `max_bytes` are ever buffered
+    (plus the one network read in flight, 64 KiB in httpcore). The magic bytes are checked
+    as soon as enough have arrived, so a multi-megabyte non-image is abandoned early.
+    """
+    buffer = bytearray()
+    media_type: str | None = None
+    async for chunk in chunks:
+        if not chunk:
+            continue
+        if len(buffer) + len(chunk) > max_bytes:
+            raise image_too_large(max_bytes)
+        budget.take(len(chunk))
+        buffer += chunk
+        if media_type is None and len(buffer) >= SNIFF_BYTES:
+            media_type = sniff_media_type(buffer)
+            if media_type is None:
+                raise ImageContentError(MESSAGE_NOT_IMAGE)
+    if media_type is None:
+        # Short bodies: sniff what there is (a 10-byte "JPEG" is still refused later by
+        # the provider, but it is not our job to validate image structure).
+        media_type = sniff_media_type(buffer)
+        if media_type is None:
+            raise ImageContentError(MESSAGE_NOT_IMAGE)
+    return bytes(buffer), media_type
