@@ -55,7 +55,9 @@ class GatewayApp:
             # A 500 is a bug: log it with the request id; answer in the caller's format.
             logger.exception("unhandled error", extra={"request_id": request.request_id})
             try:
-                await fmt.send_error(send, request, GatewayError(500, "internal error", type_="api_error"))
+                await fmt.send_error(
+                    send, request, GatewayError(500, "internal error", type_="api_error")
+                )
             except RuntimeError:
                 pass  # the response had already started; the connection is closed instead
         finally:

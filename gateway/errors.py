@@ -56,7 +56,9 @@ class GatewayError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-        self.type = type_ or ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        self.type = type_ or ANTHROPIC_TYPES.get(
+            status, "api_error" if status >= 500 else "invalid_request_error"
+        )
         self.param = param
         self.code = code
         self.headers = headers or {}
@@ -72,7 +74,11 @@ def invalid(message: str, param: str | None = None) -> GatewayError:
 
 def anthropic_body(err: GatewayError, request_id: str) -> bytes:
     return orjson.dumps(
-        {"type": "error", "error": {"type": err.type, "message": err.message}, "request_id": request_id}
+        {
+            "type": "error",
+            "error": {"type": err.type, "message": err.message},
+            "request_id": request_id,
+        }
     )
 
 

@@ -27,7 +27,16 @@ SSE_HEADERS: Headers = [
 
 
 class ApiRequest:
-    __slots__ = ("_disconnected", "_watcher", "body", "headers", "method", "path", "receive", "request_id")
+    __slots__ = (
+        "_disconnected",
+        "_watcher",
+        "body",
+        "headers",
+        "method",
+        "path",
+        "receive",
+        "request_id",
+    )
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self.method: str = scope["method"]
@@ -38,7 +47,9 @@ class ApiRequest:
         }
         supplied = self.headers.get("x-request-id", "")
         self.request_id = (
-            supplied if supplied and REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
+            supplied
+            if supplied and REQUEST_ID_RE.fullmatch(supplied)
+            else f"req_{uuid.uuid4().hex}"
         )
         self.body = b""
         self._disconnected = asyncio.Event()
@@ -97,7 +108,11 @@ class ApiRequest:
 
 
 def _too_large(max_bytes: int) -> GatewayError:
-    return GatewayError(413, f"request body is larger than {max_bytes // (1024 * 1024)} MB", type_="request_too_large")
+    return GatewayError(
+        413,
+        f"request body is larger than {max_bytes // (1024 * 1024)} MB",
+        type_="request_too_large",
+    )
 
 
 def base_headers(request_id: str) -> Headers:
@@ -124,7 +139,9 @@ class StreamWriter:
     async def open(self) -> None:
         if not self.opened:
             self.opened = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": self.headers})
+            await self._send(
+                {"type": "http.response.start", "status": 200, "headers": self.headers}
+            )
 
     async def write(self, data: bytes) -> None:
         if not self.opened:

@@ -106,7 +106,9 @@ class HealthBoard:
     async def _publish(self, deployment_id: int, until: float) -> None:
         try:
             await self._redis_client().set(
-                f"ezat:cooldown:{deployment_id}", str(until), ex=max(1, int(until - time.time()) + 1)
+                f"ezat:cooldown:{deployment_id}",
+                str(until),
+                ex=max(1, int(until - time.time()) + 1),
             )
         except Exception:  # the local cooldown still applies; other processes learn later
             SIDE_EFFECT_FAILURES.labels("cooldown_publish").inc()

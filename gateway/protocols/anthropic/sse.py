@@ -72,7 +72,10 @@ def frame(name: str, payload: dict) -> bytes:
 
 
 def error_event(error_type: str, message: str, request_id: str | None = None) -> bytes:
-    payload: dict[str, object] = {"type": "error", "error": {"type": error_type, "message": message}}
+    payload: dict[str, object] = {
+        "type": "error",
+        "error": {"type": error_type, "message": message},
+    }
     if request_id:
         payload["request_id"] = request_id
     return frame("error", payload)

@@ -26,7 +26,10 @@ def check_body(body: Any, *, count_tokens: bool = False) -> CheckedRequest:
         raise invalid("request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str):
-        raise invalid("model: field required (a string)" if model is None else "model: must be a string", "model")
+        raise invalid(
+            "model: field required (a string)" if model is None else "model: must be a string",
+            "model",
+        )
     if not 1 <= len(model) <= MODEL_MAX_LENGTH or not model.strip():
         raise invalid(f"model: must be 1 to {MODEL_MAX_LENGTH} characters", "model")
     messages = body.get("messages")
@@ -60,7 +63,9 @@ def check_max_tokens(max_tokens: int, model_id: str, model_max: int) -> None:
 
 
 def unknown_model(name: str) -> GatewayError:
-    return GatewayError(404, f"model: {name}", type_="not_found_error", param="model", code="model_not_found")
+    return GatewayError(
+        404, f"model: {name}", type_="not_found_error", param="model", code="model_not_found"
+    )
 
 
 def strip_cache_control(node: Any) -> bool:
