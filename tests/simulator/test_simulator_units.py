@@ -121,3 +121,19 @@ def test_fault_parse_errors() -> None:
         Fault.parse({"status": 600})
     assert Fault.parse({"drop_after_events": 2}).shapes_stream
     assert not Fault.parse({"status": 500}).shapes_stream
+
+
+def test_media_is_priced_flat() -> None:
+    def body(block: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "content": [block]}]}
+
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 10**6},
+    }
+    pdf = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": "A" * 120_000},
+    }
+    assert estimate_input_tokens(body(image)) == 1600
+    assert estimate_input_tokens(body(pdf)) == 2 * 1500  # 90 kB decoded -> 2 "pages"
