@@ -130,8 +130,10 @@ async def _json(
     request: web.Request, ctx: RequestContext, message: dict[str, Any], fault: Fault | None
 ) -> web.StreamResponse:
     payload = orjson.dumps(message)
+    # Scripted headers ride on successes too, e.g. anthropic-ratelimit-* for pass-through tests.
+    extra = fault.response_headers() if fault is not None else None
     if fault is None or not fault.shapes_stream:
-        return web.Response(body=payload, content_type="application/json")
+        return web.Response(body=payload, content_type="application/json", headers=extra)
     # Stream-shaped faults on a non-streaming request, mapped to their nearest JSON equivalent.
     if fault.pause_after_events is not None:
         await asyncio.sleep(fault.pause)
@@ -140,21 +142,22 @@ async def _json(
         return error_response(status_for(error_type), text, ctx.request_id, error_type=error_type)
     if fault.drop_after_events is not None:
         # Headers and half of the body, then the connection goes: a truncated JSON body.
-        resp = web.StreamResponse(headers={"content-type": "application/json"})
+        resp = web.StreamResponse(headers={**(extra or {}), "content-type": "application/json"})
         resp.content_length = len(payload)
         await resp.prepare(request)
         await resp.write(payload[: len(payload) // 2])
         if request.transport is not None:
             request.transport.close()
         return resp
-    return web.Response(body=payload, content_type="application/json")
+    return web.Response(body=payload, content_type="application/json", headers=extra)
 
 
 async def _stream(
     request: web.Request, ctx: RequestContext, message: dict[str, Any], fault: Fault | None
 ) -> web.StreamResponse:
     events = message_events(message)
-    resp = web.StreamResponse(headers=SSE_HEADERS)
+    extra = fault.response_headers() if fault is not None else {}
+    resp = web.StreamResponse(headers={**extra, **SSE_HEADERS})
     try:
         await resp.prepare(request)
         if fault is None or not fault.shapes_stream:

@@ -89,6 +89,15 @@ def test_status_fault_with_headers_and_retry_after(sim: SimulatorThread) -> None
     assert resp.headers["x-should-retry"] == "false"
 
 
+def test_headers_on_successful_responses(sim: SimulatorThread) -> None:
+    limits = {"anthropic-ratelimit-requests-remaining": "41"}
+    sim.script({"headers": limits}, {"headers": limits})
+    assert post(sim).headers["anthropic-ratelimit-requests-remaining"] == "41"
+    streamed = post(sim, {**BODY, "stream": True})
+    assert streamed.headers["anthropic-ratelimit-requests-remaining"] == "41"
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+
+
 def test_delay(sim: SimulatorThread) -> None:
     sim.script({"delay": 0.4})
     started = time.monotonic()
