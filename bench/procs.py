@@ -1,0 +1,346 @@
+"""Processes for a benchmark run: the fake upstream, the gateway (uvicorn or granian) and its setup.
+
+Everything started here is a child of the harness, tracked by its Popen handle, bounded in
+lifetime and stopped by `Procs.close()` — nothing is found or killed by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MODEL = "anthropic/claude-sonnet-5-5"
+UPSTREAM_KEY = "sk-bench"
+
+
+class BenchError(RuntimeError):
+    """A setup step failed; the message says which and shows its output."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pinned(cpu: int | None):  # type: ignore[no-untyped-def]
+    """preexec_fn pinning a child (and every thread/process it starts) to one CPU."""
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def pin(pid: int, cpu: int | None) -> None:
+    if cpu is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, {cpu})
+
+
+# --- /proc accounting ---------------------------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """pid and its descendants (granian runs the app in a worker child; uvicorn in pid itself)."""
+    found = [pid]
+    i = 0
+    while i < len(found):
+        task_dir = Path(f"/proc/{found[i]}/task")
+        with contextlib.suppress(OSError):
+            for task in task_dir.iterdir():
+                with contextlib.suppress(OSError):
+                    found += [int(c) for c in (task / "children").read_text().split()]
+        i += 1
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of pid and its descendants, all threads included."""
+    total = 0
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{p}/stat").read_text()
+            # Fields after the parenthesised command name; utime, stime are fields 14 and 15.
+            fields = stat.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) summed over the process tree, in kB."""
+    out = {"rss_kb": 0, "hwm_kb": 0}
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    out["rss_kb"] += int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    out["hwm_kb"] += int(line.split()[1])
+    return out
+
+
+# --- HTTP helpers (setup only; the load itself goes through bench.loadgen) --------------------
+def http(
+    method: str, url: str, body: dict | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    data = orjson.dumps(body) if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@dataclass
+class Procs:
+    """The child processes of one run and the temp dir they live in."""
+
+    keep_tmp: bool = False
+    tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ezat-bench-")))
+    children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    cleanups: list[tuple[str, object]] = field(default_factory=list)
+    upstream_pid: int = 0
+
+    def spawn(
+        self,
+        name: str,
+        cmd: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cpu: int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        log = (self.tmp / f"{name}.log").open("wb")
+        # Output to a file, never a pipe nobody reads: a full pipe would stall the server.
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_pinned(cpu),
+            start_new_session=True,
+        )
+        self.children.append(proc)
+        return proc
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        path = self.tmp / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            # SIGINT first: uvicorn and granian shut down cleanly (lifespan) on it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+    def close(self) -> None:
+        for proc in reversed(self.children):
+            self.stop(proc)
+        for kind, arg in self.cleanups:
+            if kind == "drop_pg":
+                with contextlib.suppress(Exception):
+                    _drop_pg(str(arg))
+        if not self.keep_tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- fake upstream ---------------------------------------------------------------------------
+    def start_upstream(self, *, events: int, cpu: int | None, max_seconds: float) -> int:
+        port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.fake_upstream",
+            "--port",
+            str(port),
+            "--events",
+            str(events),
+            "--api-key",
+            UPSTREAM_KEY,
+            "--max-seconds",
+            str(max_seconds),
+        ]
+        proc = self.spawn("upstream", cmd, cpu=cpu)
+        wait_http(f"http://127.0.0.1:{port}/stats", proc, self, "upstream", timeout=15)
+        self.upstream_pid = proc.pid
+        return port
+
+    # -- gateway ---------------------------------------------------------------------------------
+    def gateway_env(self, db: str, redis: bool) -> dict[str, str]:
+        env = dict(os.environ)
+        # Explicit values for everything the repo's .env could otherwise supply.
+        env.update(
+            SECRET_KEY=secrets.token_urlsafe(48),
+            DEBUG="0",
+            REDIS_URL="redis://127.0.0.1:6379/13" if redis else "",
+            EZAT_SQLITE_PATH=str(self.tmp / "bench.sqlite3"),
+            DJANGO_SETTINGS_MODULE="ezat.settings",
+            PYTHONUNBUFFERED="1",
+        )
+        if db == "sqlite":
+            env["DATABASE_URL"] = f"sqlite:///{self.tmp / 'bench.sqlite3'}"
+        else:
+            name = f"ezat_bench_{os.getpid()}_{secrets.token_hex(3)}"
+            _create_pg(name)
+            self.cleanups.append(("drop_pg", name))
+            env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
+        if redis:
+            # db 13 is the benchmark's own; a fresh database restarts org ids at 1, so stale
+            # counters or holds from an earlier run would land on the new org.
+            manage_redis_flush()
+        return env
+
+    def setup_gateway(self, env: dict[str, str], upstream_port: int) -> str:
+        """migrate, load the catalog, create org + key + deployment; returns the API key."""
+        self.manage(env, "migrate", "--noinput")
+        self.manage(env, "load_catalog")
+        self.manage(env, "create_org", "Bench", "--credit-usd", "1000000")
+        key = self.manage(env, "create_key", "Bench", "--rpm", "100000000").strip().splitlines()[-1]
+        self.manage(
+            env,
+            "add_deployment",
+            "fake",
+            "--url",
+            f"http://127.0.0.1:{upstream_port}",
+            "--api-key",
+            UPSTREAM_KEY,
+            "--max-concurrency",
+            "100000",
+        )
+        return key.strip()
+
+    def manage(self, env: dict[str, str], *args: str) -> str:
+        cmd = [sys.executable, "manage.py", *args]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=300, check=False)
+        if done.returncode != 0:
+            raise BenchError(
+                f"`manage.py {' '.join(args)}` failed ({done.returncode}):\n"
+                f"{done.stdout.decode(errors='replace')[-2000:]}"
+                f"{done.stderr.decode(errors='replace')[-4000:]}"
+            )
+        return done.stdout.decode()
+
+    def start_gateway(self, env: dict[str, str], server: str, cpu: int | None) -> tuple[int, int]:
+        """Start the server, wait for /healthz; returns (port, pid)."""
+        port = free_port()
+        if server == "uvicorn":
+            cmd = [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "ezat.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+                "--no-access-log",
+                "--workers",
+                "1",
+                "--backlog",
+                "4096",
+            ]
+        elif server == "granian":
+            # Backlog/backpressure above the default 1,024 so 1,000 open streams plus the
+            # harness's own requests are not refused by the server itself.
+            cmd = [
+                sys.executable,
+                "-m",
+                "granian",
+                "--interface",
+                "asgi",
+                "ezat.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+                "--loop",
+                "uvloop",
+                "--no-access-log",
+                "--backlog",
+                "4096",
+                "--backpressure",
+                "4096",
+            ]
+        else:
+            raise BenchError(f"unknown server {server!r}")
+        proc = self.spawn("gateway", cmd, env=env, cpu=cpu)
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc, self, "gateway", timeout=90)
+        return port, proc.pid
+
+
+def wait_http(
+    url: str, proc: subprocess.Popen[bytes], procs: Procs, name: str, timeout: float
+) -> None:
+    """Poll url until it answers 200; fail fast (with the log) if the process died."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BenchError(f"{name} exited with {proc.returncode}:\n{procs.log_tail(name)}")
+        try:
+            status, body = http("GET", url)
+        except OSError as exc:
+            last = str(exc)
+        else:
+            if status == 200:
+                return
+            last = f"HTTP {status}: {body[:500]!r}"
+        time.sleep(0.1)
+    raise BenchError(f"{name} not healthy after {timeout}s ({last}):\n{procs.log_tail(name)}")
+
+
+def _pg_admin():  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True)
+
+
+def _create_pg(name: str) -> None:
+    try:
+        with _pg_admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except Exception as exc:
+        raise BenchError(f"cannot create Postgres database {name}: {exc}") from exc
+
+
+def _drop_pg(name: str) -> None:
+    with _pg_admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def manage_redis_flush() -> None:
+    try:
+        import redis
+
+        redis.Redis.from_url("redis://127.0.0.1:6379/13", socket_timeout=5).flushdb()
+    except Exception as exc:
+        raise BenchError(f"Redis at 127.0.0.1:6379 unusable: {exc}") from exc

@@ -1,0 +1,446 @@
+"""One command for the whole benchmark matrix: the fake upstream alone vs the gateway.
+
+    python -m bench.run [--quick] [--db sqlite|postgres] [--server uvicorn|granian]
+                        [--targets upstream,gateway] [--out bench/results/NAME]
+
+Phases (each bounded in requests and seconds):
+1. upstream alone: `/v1/messages` of the fake upstream, every (stream, concurrency, prompt) cell;
+2. gateway: the same cells through `/v1/messages` and `/openai/v1/chat/completions`;
+3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
+   streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
+   100k-token requests.
+Writes `report.md` and `results.json` to --out and prints the markdown.
+
+CPU placement (default `--pin`, needs 2 CPUs): the server under test (the gateway, or the upstream
+when measured alone) gets CPU 0 to itself; the load generator and the upstream share CPU 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench import loadgen, report
+from bench.fake_upstream import raise_nofile_limit
+from bench.procs import UPSTREAM_KEY, BenchError, Procs, cpu_seconds, http, memory_kb, pin
+
+APIS = {"messages": "/v1/messages", "openai": "/openai/v1/chat/completions"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    concurrency: tuple[int, ...]
+    prompts: tuple[int, ...]
+    seconds: float  # measured window per cell
+    requests: int  # and at most this many requests per cell
+    warm_seconds: float
+    open_streams: int
+    open_delay: float
+    memory_requests: int
+    memory_batches: int
+    long_stream: int  # tokens of the long stream for the per-event cost
+
+    @classmethod
+    def make(cls, quick: bool) -> Plan:
+        if quick:
+            return cls((1, 16), (1000, 100_000), 0.4, 300, 0.1, 50, 0.1, 40, 4, 256)
+        return cls(
+            (1, 16, 64), (1000, 10_000, 100_000), 4.0, 50_000, 0.5, 1000, 0.3, 1000, 10, 1024
+        )
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace, plan: Plan, procs: Procs) -> None:
+        self.args = args
+        self.plan = plan
+        self.procs = procs
+        self.rows: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.server_cpu = 0 if args.pin else None
+        self.side_cpu = 1 if args.pin else None
+        self.up_port = 0
+
+    def log(self, msg: str) -> None:
+        print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    def configure_upstream(self, **changes: float) -> None:
+        status, body = http("POST", f"http://127.0.0.1:{self.up_port}/_bench/config", changes)
+        if status != 200:
+            raise BenchError(f"upstream config failed: {status} {body[:300]!r}")
+
+    def upstream_stats(self) -> dict[str, Any]:
+        return orjson.loads(http("GET", f"http://127.0.0.1:{self.up_port}/stats")[1])
+
+    # -- one measured cell ---------------------------------------------------------------------
+    async def cell(
+        self,
+        target: loadgen.Target,
+        pid: int,
+        *,
+        stream: bool,
+        conc: int,
+        prompt: int,
+        max_tokens: int = 64,
+        requests: int | None = None,
+        seconds: float | None = None,
+    ) -> dict[str, Any]:
+        plan = self.plan
+        data = loadgen.build_request(
+            target, stream=stream, prompt_tokens=prompt, max_tokens=max_tokens
+        )
+        # Warm-up: connections, caches and the allocator settle before the window opens; the
+        # measured run reuses the warm-up's connections (no connects inside the window).
+        pool: list[Any] = []
+        await loadgen.run_closed(
+            target,
+            stream=stream,
+            concurrency=conc,
+            requests=conc * 5,
+            duration=plan.warm_seconds,
+            request=data,
+            pool=pool,
+        )
+        cpu0, up0 = cpu_seconds(pid), cpu_seconds(self.procs.upstream_pid)
+        try:
+            res = await loadgen.run_closed(
+                target,
+                stream=stream,
+                concurrency=conc,
+                requests=requests or plan.requests,
+                duration=seconds or plan.seconds,
+                request=data,
+                timeout=self.args.timeout,
+                pool=pool,
+            )
+            cpu1, up1 = cpu_seconds(pid), cpu_seconds(self.procs.upstream_pid)
+        finally:
+            loadgen.close_pool(pool)
+        row = res.summary()
+        n = max(1, res.requests)
+        row["cpu_ms_per_req"] = round((cpu1 - cpu0) * 1000 / n, 3)
+        row["upstream_cpu_ms_per_req"] = round((up1 - up0) * 1000 / n, 3)
+        row["tokens"] = max_tokens if stream else None
+        return row
+
+    async def matrix(self, target_name: str, api: str, target: loadgen.Target, pid: int) -> None:
+        for stream in (False, True):
+            for conc in self.plan.concurrency:
+                for prompt in self.plan.prompts:
+                    row = await self.cell(target, pid, stream=stream, conc=conc, prompt=prompt)
+                    row.update(
+                        section="matrix",
+                        target=target_name,
+                        api=api,
+                        stream=stream,
+                        conc=conc,
+                        prompt=prompt,
+                    )
+                    self.rows.append(row)
+                    self.log(report.one_line(row))
+
+    async def event_cost(
+        self, target_name: str, api: str, target: loadgen.Target, pid: int
+    ) -> None:
+        """CPU of one streamed event = Δ CPU per stream between a short and a long stream."""
+        long = self.plan.long_stream
+        short_row = await self.cell(target, pid, stream=True, conc=16, prompt=1000, max_tokens=64)
+        long_row = await self.cell(target, pid, stream=True, conc=16, prompt=1000, max_tokens=long)
+        delta = long_row["cpu_ms_per_req"] - short_row["cpu_ms_per_req"]
+        row = {
+            "section": "events",
+            "target": target_name,
+            "api": api,
+            "cpu_ms_short": short_row["cpu_ms_per_req"],
+            "cpu_ms_long": long_row["cpu_ms_per_req"],
+            "short": 64,
+            "long": long,
+            "us_per_event": round(delta * 1000 / (long - 64), 3),
+            "errors": short_row["errors"] + long_row["errors"],
+            "first_error": short_row["first_error"] or long_row["first_error"],
+        }
+        self.rows.append(row)
+        self.log(f"events {target_name}/{api}: {row['us_per_event']} µs per streamed event")
+
+    async def open_streams(
+        self, target_name: str, api: str, target: loadgen.Target, pid: int
+    ) -> None:
+        plan = self.plan
+        self.configure_upstream(first_event_delay=plan.open_delay)
+        peak = {"rss_kb": 0}
+        idle = memory_kb(pid)["rss_kb"]
+        before = self.upstream_stats()["max_open_streams"]
+        stop = asyncio.Event()
+
+        async def sample() -> None:
+            while not stop.is_set():
+                peak["rss_kb"] = max(peak["rss_kb"], memory_kb(pid)["rss_kb"])
+                await asyncio.sleep(0.02)
+
+        sampler = asyncio.create_task(sample())
+        cpu0 = cpu_seconds(pid)
+        try:
+            res = await loadgen.run_open_streams(
+                target, streams=plan.open_streams, timeout=plan.open_delay + self.args.timeout
+            )
+        finally:
+            stop.set()
+            await sampler
+            self.configure_upstream(first_event_delay=0.0)
+        cpu = cpu_seconds(pid) - cpu0
+        row = res.summary()
+        upstream_open = self.upstream_stats()["max_open_streams"]
+        row.update(
+            section="open",
+            target=target_name,
+            api=api,
+            streams=plan.open_streams,
+            delay_ms=plan.open_delay * 1000,
+            idle_rss_kb=idle,
+            peak_rss_kb=peak["rss_kb"],
+            kb_per_stream=round((peak["rss_kb"] - idle) / max(1, plan.open_streams), 1),
+            cpu_ms_per_stream=round(cpu * 1000 / max(1, res.requests), 3),
+            upstream_max_open=max(before, upstream_open),
+        )
+        self.rows.append(row)
+        self.log(report.one_line(row))
+
+    async def memory(self, api: str, target: loadgen.Target, pid: int, stream: bool) -> None:
+        """RSS after each batch of 100k-token requests: a leak shows as steady growth."""
+        plan = self.plan
+        per_batch = plan.memory_requests // plan.memory_batches
+        data = loadgen.build_request(target, stream=stream, prompt_tokens=100_000)
+        samples = [memory_kb(pid)["rss_kb"]]
+        errors, first_error = 0, ""
+        for _ in range(plan.memory_batches):
+            res = await loadgen.run_closed(
+                target,
+                stream=stream,
+                concurrency=16,
+                requests=per_batch,
+                duration=120.0,
+                request=data,
+                timeout=self.args.timeout,
+            )
+            errors += res.errors
+            first_error = first_error or res.first_error
+            samples.append(memory_kb(pid)["rss_kb"])
+        row = {
+            "section": "memory",
+            "target": "gateway",
+            "api": api,
+            "stream": stream,
+            "requests": per_batch * plan.memory_batches,
+            "rss_kb": samples,
+            # After the first batch (warm-up: pools, caches, allocator arenas) RSS should be flat.
+            "growth_kb": samples[-1] - samples[1],
+            "errors": errors,
+            "first_error": first_error,
+        }
+        self.rows.append(row)
+        self.log(
+            f"memory {api}: RSS {samples[0] // 1024}→{samples[-1] // 1024} MB, errors {errors}"
+        )
+
+    # -- phases ------------------------------------------------------------------------------
+    async def run_upstream(self) -> None:
+        pid = self.procs.upstream_pid
+        pin(pid, self.server_cpu)  # measured alone, the upstream is the server under test
+        try:
+            target = loadgen.Target(
+                "127.0.0.1", self.up_port, "/v1/messages", "anthropic", UPSTREAM_KEY
+            )
+            self.rows.append({"section": "rss", "target": "upstream", **memory_kb(pid)})
+            await self.matrix("upstream", "direct", target, pid)
+            await self.event_cost("upstream", "direct", target, pid)
+            await self.open_streams("upstream", "direct", target, pid)
+        finally:
+            pin(pid, self.side_cpu)
+
+    async def run_gateway(self) -> None:
+        args = self.args
+        redis = args.redis if args.redis is not None else args.db == "postgres"
+        self.log(
+            f"gateway: setting up ({args.server}, {args.db}, redis={'on' if redis else 'off'})"
+        )
+        env = self.procs.gateway_env(args.db, redis)
+        key = await asyncio.to_thread(self.procs.setup_gateway, env, self.up_port)
+        port, pid = await asyncio.to_thread(
+            self.procs.start_gateway, env, args.server, self.server_cpu
+        )
+        targets = {
+            api: loadgen.Target(
+                "127.0.0.1", port, path, "openai" if api == "openai" else "anthropic", key
+            )
+            for api, path in APIS.items()
+        }
+        working = await self.smoke(targets)
+        if not working:
+            return
+        self.rows.append({"section": "rss", "target": "gateway", "when": "idle", **memory_kb(pid)})
+        for api in working:
+            await self.matrix("gateway", api, targets[api], pid)
+        for api in working:
+            await self.event_cost("gateway", api, targets[api], pid)
+        for api in working:
+            await self.open_streams("gateway", api, targets[api], pid)
+        if "messages" in working:
+            await self.memory("messages", targets["messages"], pid, stream=False)
+        if "openai" in working:
+            await self.memory("openai", targets["openai"], pid, stream=True)
+        self.rows.append({"section": "rss", "target": "gateway", "when": "end", **memory_kb(pid)})
+        if self.procs.children[-1].poll() is not None:
+            self.notes.append(f"gateway exited early:\n{self.procs.log_tail('gateway')}")
+
+    async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
+        """One request per API and mode; an API that answers errors is reported and skipped."""
+        working = []
+        for api, target in targets.items():
+            ok = True
+            for stream in (False, True):
+                res = await loadgen.run_closed(
+                    target, stream=stream, concurrency=1, requests=1, duration=30, timeout=30
+                )
+                if res.errors:
+                    ok = False
+                    msg = f"gateway {api} stream={stream} failed: {res.first_error}"
+                    self.notes.append(msg)
+                    self.log(msg)
+            if ok:
+                working.append(api)
+        if not working:
+            self.notes.append(f"gateway log tail:\n{self.procs.log_tail('gateway', 30)}")
+        return working
+
+
+def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).parent,
+    ).stdout.strip()
+    redis = args.redis if args.redis is not None else args.db == "postgres"
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit,
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "server": args.server,
+        "db": args.db,
+        "redis": redis,
+        "quick": args.quick,
+        "pinned": args.pin,
+    }
+
+
+async def run(args: argparse.Namespace) -> int:
+    plan = Plan.make(args.quick)
+    procs = Procs(keep_tmp=args.keep_tmp)
+    runner = Runner(args, plan, procs)
+    if args.pin:
+        pin(os.getpid(), runner.side_cpu)
+    status = 0
+    try:
+        # A bounded lifetime even if this process is killed before it can stop the upstream.
+        runner.up_port = procs.start_upstream(
+            events=plan.long_stream, cpu=runner.side_cpu, max_seconds=args.max_minutes * 60
+        )
+        if "upstream" in args.targets:
+            runner.log("upstream alone")
+            await runner.run_upstream()
+        if "gateway" in args.targets:
+            try:
+                await runner.run_gateway()
+            except BenchError as exc:
+                runner.notes.append(str(exc))
+                runner.log(str(exc))
+            if not any(r["section"] == "matrix" and r["target"] == "gateway" for r in runner.rows):
+                status = 2
+    finally:
+        procs.close()
+    meta = machine_notes(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = report.render(meta, plan, runner.rows, runner.notes)
+    (out / "report.md").write_text(markdown)
+    payload = {"meta": meta, "plan": plan.__dict__, "rows": runner.rows, "notes": runner.notes}
+    (out / "results.json").write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    print(markdown)
+    runner.log(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+    if any(r.get("errors") for r in runner.rows):
+        runner.log("some cells had errors: see the Errors section")
+    return status
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="EZAT Router benchmark matrix")
+    parser.add_argument("--quick", action="store_true", help="smoke run (< 60 s), for CI")
+    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--redis",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="use Redis db 13 (default: with --db postgres)",
+    )
+    parser.add_argument("--server", choices=("uvicorn", "granian"), default="uvicorn")
+    parser.add_argument(
+        "--targets", default="upstream,gateway", help="comma list of upstream, gateway"
+    )
+    parser.add_argument("--out", default=None, help="directory (default bench/results/<stamp>)")
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="server on CPU 0, load + upstream on CPU 1 (default: if 2+ CPUs)",
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
+    parser.add_argument("--max-minutes", type=float, default=45.0, help="hard cap on the run")
+    parser.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs, db)")
+    args = parser.parse_args(argv)
+    args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if bad := set(args.targets) - {"upstream", "gateway"}:
+        parser.error(f"unknown targets: {', '.join(sorted(bad))}")
+    if args.pin is None:
+        args.pin = len(os.sched_getaffinity(0)) >= 2
+    if args.out is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        args.out = str(
+            Path(__file__).parent / "results" / f"{stamp}{'-quick' if args.quick else ''}"
+        )
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    raise_nofile_limit()
+    loadgen.install_fast_loop()
+    try:
+        status = asyncio.run(asyncio.wait_for(run(args), timeout=args.max_minutes * 60))
+    except TimeoutError:
+        sys.exit(f"bench: gave up after --max-minutes {args.max_minutes}")
+    except BenchError as exc:
+        sys.exit(f"bench: {exc}")
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

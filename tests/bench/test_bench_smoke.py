@@ -1,0 +1,146 @@
+"""Smoke tests for the benchmark harness: it runs and reports, with no timing assertions.
+
+The fake upstream and the load generator run in-process; `bench.run --quick` runs as a subprocess
+(against the upstream alone, and — marked e2e — through the real gateway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bench import loadgen, report
+from bench.fake_upstream import Config, start_server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def _upstream(**config: float) -> tuple[object, loadgen.Target, object]:
+    server, stats = await start_server("127.0.0.1", 0, Config(api_key="sk-test", **config))
+    port = server.sockets[0].getsockname()[1]
+    return server, loadgen.Target("127.0.0.1", port, "/v1/messages", "anthropic", "sk-test"), stats
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_closed_loop_against_fake_upstream(stream: bool) -> None:
+    server, target, stats = await _upstream()
+    try:
+        res = await loadgen.run_closed(
+            target, stream=stream, concurrency=4, requests=40, duration=10, prompt_tokens=1000
+        )
+    finally:
+        server.close()
+    summary = res.summary()
+    assert summary["errors"] == 0, summary["first_error"]
+    assert summary["requests"] == 40
+    assert stats.requests >= 40
+    if stream:
+        assert summary["ttft_p50_ms"] is not None
+        assert stats.streams == 40
+    else:
+        assert summary["ttft_p50_ms"] is None
+
+
+async def test_stream_is_well_formed_and_sized_by_max_tokens() -> None:
+    server, target, _ = await _upstream()
+    try:
+        reader, writer = await asyncio.open_connection(target.host, target.port)
+        writer.write(loadgen.build_request(target, stream=True, prompt_tokens=10, max_tokens=5))
+        raw = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5)
+        writer.close()
+    finally:
+        server.close()
+    events = re.findall(rb"^event: (\w+)$", raw, flags=re.M)
+    assert events == [
+        b"message_start", b"ping", b"content_block_start", *[b"content_block_delta"] * 5,
+        b"content_block_stop", b"message_delta", b"message_stop",
+    ]  # fmt: skip
+    assert b'"output_tokens":5' in raw
+
+
+async def test_wrong_upstream_key_is_an_error_with_its_body() -> None:
+    server, target, _ = await _upstream()
+    bad = loadgen.Target(target.host, target.port, target.path, "anthropic", "nope")
+    try:
+        res = await loadgen.run_closed(bad, stream=False, concurrency=1, requests=2, duration=5)
+    finally:
+        server.close()
+    assert res.errors == 2
+    assert "authentication_error" in res.first_error
+
+
+async def test_open_streams_are_held_concurrently() -> None:
+    server, target, stats = await _upstream(first_event_delay=0.2)
+    try:
+        res = await loadgen.run_open_streams(target, streams=30, timeout=10)
+    finally:
+        server.close()
+    assert res.errors == 0, res.first_error
+    assert len(res.ttfts) == 30
+    assert stats.max_open_streams == 30
+
+
+def test_loadgen_refuses_non_loopback() -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        loadgen.Target.from_url("http://example.com/v1/messages")
+
+
+def test_prompt_size_is_about_four_chars_per_token() -> None:
+    assert len(loadgen.prompt_text(1000)) == 4000
+
+
+def _run_quick(tmp_path: Path, *args: str, timeout: int) -> tuple[str, dict]:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), *args]
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return (out / "report.md").read_text(), orjson.loads((out / "results.json").read_bytes())
+
+
+def _matrix_keys(results: dict, target: str) -> set[tuple]:
+    return {
+        (r["api"], r["stream"], r["conc"], r["prompt"])
+        for r in results["rows"]
+        if r["section"] == "matrix" and r["target"] == target
+    }
+
+
+def test_run_quick_upstream_only(tmp_path: Path) -> None:
+    markdown, results = _run_quick(tmp_path, "--targets", "upstream", timeout=120)
+    plan = results["plan"]
+    expected = {
+        ("direct", stream, conc, prompt)
+        for stream in (False, True)
+        for conc in plan["concurrency"]
+        for prompt in plan["prompts"]
+    }
+    assert _matrix_keys(results, "upstream") == expected
+    for r in results["rows"]:
+        assert not r.get("errors"), r
+    assert "### Absolute numbers" in markdown
+    for _, stream, conc, prompt in expected:
+        label = f"| upstream | direct | {'stream' if stream else 'json'} | {conc} | "
+        assert label + report.prompt_label(prompt) + " |" in markdown
+    assert "### Open streams" in markdown
+    assert "### CPU per streamed event" in markdown
+
+
+@pytest.mark.e2e
+def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
+    markdown, results = _run_quick(tmp_path, timeout=240)
+    keys = _matrix_keys(results, "gateway")
+    assert {k[0] for k in keys} == {"messages", "openai"}
+    assert len(keys) == 2 * len(_matrix_keys(results, "upstream"))
+    assert "### Gateway vs the upstream alone (same run)" in markdown
+    assert any(r["section"] == "memory" for r in results["rows"])
+    assert any(r["section"] == "open" and r["target"] == "gateway" for r in results["rows"])
+    failed = [r for r in results["rows"] if r.get("errors")]
+    assert not failed, failed[0]
