@@ -9,6 +9,7 @@ from ezat import health
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/models", catalog_views.models_catalog, name="api-models"),
+    path("api/v1/", include("ezat.api_urls")),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),

@@ -1,0 +1,1 @@
+"""The management API (`/api/v1/…`): organisations and their keys."""

@@ -1,0 +1,410 @@
+"""Management API views for organisations, inference keys and management keys.
+
+Thin: parse input with a serializer, read through selectors, write through services. Org
+scoping and roles live in `permissions`; every org-scoped view resolves the caller's access
+from the URL's `org_id` before doing anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db.models import Model, QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts import services
+from accounts.api import selectors
+from accounts.api import services as api_services
+from accounts.api.auth import ManagementKeyAuthentication
+from accounts.api.permissions import (
+    OrgAccess,
+    OrgMemberReadOwnerWrite,
+    SessionOwnerOnly,
+    caller_management_key,
+    resolve_org_access,
+)
+from accounts.api.serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeyCreateSerializer,
+    ApiKeyQuerySerializer,
+    ApiKeySerializer,
+    ApiKeyUpdateSerializer,
+    ManagementKeyCreatedSerializer,
+    ManagementKeyCreateSerializer,
+    ManagementKeySerializer,
+    OrgSerializer,
+)
+from accounts.models import ApiKey, ManagementKey
+
+logger = logging.getLogger(__name__)
+
+KEY_NOT_FOUND = "key not found"
+
+
+# --- Shared plumbing --------------------------------------------------------------------------
+
+
+class ApiPagination(PageNumberPagination):
+    """`page` and `page_size` (≤ 200); malformed values are a 400 naming the parameter."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw in (None, ""):
+            return self.page_size
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValidationError({"page_size": ["must be a positive integer"]})
+        return min(int(raw), self.max_page_size)
+
+    def paginate_queryset(
+        self, queryset: QuerySet[Any], request: Request, view: Any = None
+    ) -> list[Any] | None:
+        raw = request.query_params.get(self.page_query_param)
+        if raw not in (None, "", *self.last_page_strings) and (not raw.isdigit() or int(raw) < 1):
+            raise ValidationError({"page": ["must be a positive integer or 'last'"]})
+        return super().paginate_queryset(queryset, request, view)
+
+
+def parse_query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """Validated query parameters; a bad one is a 400 naming it."""
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def parse_body(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+@contextmanager
+def service_errors() -> Iterator[None]:
+    """A service refusing input is the caller's fault (400), never a 500."""
+    try:
+        yield
+    except services.AccountsError as exc:
+        raise ValidationError({"non_field_errors": [str(exc)]}) from exc
+
+
+def actor(request: Request) -> str:
+    """Who did it, for logs: a username or a management key prefix."""
+    key = caller_management_key(request)
+    return f"management-key:{key.prefix}" if key else request.user.get_username()
+
+
+class ManagementAPIView(GenericAPIView):
+    """Base of every management API view: management key or session (CSRF-checked) auth."""
+
+    # The key class comes first: its `authenticate_header` makes unauthenticated calls a 401.
+    authentication_classes = [ManagementKeyAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    pagination_class = ApiPagination
+
+    def paginated(self, queryset: QuerySet[Any], serializer_class: type) -> Response:
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(serializer_class(page, many=True).data)
+
+
+class OrgScopedAPIView(ManagementAPIView):
+    """A view under `/orgs/{org_id}/`: unknown or foreign orgs are a 404."""
+
+    permission_classes = [IsAuthenticated, OrgMemberReadOwnerWrite]
+    _access: OrgAccess | None = None
+
+    def get_org_access(self) -> OrgAccess:
+        if self._access is None:
+            self._access = resolve_org_access(self.request, self.kwargs["org_id"])
+        return self._access
+
+    @property
+    def org(self) -> Any:
+        return self.get_org_access().org
+
+
+def _get_or_404(obj: Model | None) -> Any:
+    if obj is None:
+        raise NotFound(KEY_NOT_FOUND)
+    return obj
+
+
+# --- Organisations --------------------------------------------------------------------------
+
+
+class OrgListView(ManagementAPIView):
+    """Organizations the caller belongs to (a management key: its own), with the caller's role."""
+
+    @extend_schema(
+        operation_id="orgs_list",
+        summary="Organizations I can access",
+        tags=["organizations"],
+        responses=OrgSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        key = caller_management_key(request)
+        orgs = (
+            selectors.orgs_for_management_key(key) if key else selectors.orgs_for_user(request.user)
+        )
+        return self.paginated(orgs, OrgSerializer)
+
+
+class OrgDetailView(OrgScopedAPIView):
+    """One organization and the caller's role in it."""
+
+    @extend_schema(
+        operation_id="orgs_retrieve",
+        summary="One organization",
+        tags=["organizations"],
+        responses=OrgSerializer,
+    )
+    def get(self, request: Request, org_id: int) -> Response:
+        access = self.get_org_access()
+        org = access.org
+        data = {"id": org.pk, "name": org.name, "role": access.role, "created_at": org.created_at}
+        return Response(OrgSerializer(data).data)
+
+
+# --- Inference keys ---------------------------------------------------------------------------
+
+
+class ApiKeyListView(OrgScopedAPIView):
+    """An organization's inference keys (`ezat_sk_…`). Members read; owners create."""
+
+    serializer_class = ApiKeyCreateSerializer  # describes POST in OPTIONS responses
+
+    @extend_schema(
+        operation_id="keys_list",
+        summary="List inference keys",
+        tags=["keys"],
+        parameters=[ApiKeyQuerySerializer],
+        responses=ApiKeySerializer(many=True),
+    )
+    def get(self, request: Request, org_id: int) -> Response:
+        query = parse_query(ApiKeyQuerySerializer, request)
+        keys = selectors.api_keys_for_org(self.org, status=query.get("status"))
+        return self.paginated(keys, ApiKeySerializer)
+
+    @extend_schema(
+        operation_id="keys_create",
+        summary="Create an inference key (owners)",
+        description="The response carries the key's secret; it is never shown again.",
+        tags=["keys"],
+        request=ApiKeyCreateSerializer,
+        responses={201: ApiKeyCreatedSerializer},
+    )
+    def post(self, request: Request, org_id: int) -> Response:
+        data = parse_body(ApiKeyCreateSerializer, request)
+        access = self.get_org_access()
+        with service_errors():
+            new = services.create_api_key(
+                org=self.org,
+                name=data["name"],
+                rpm_limit=data["rpm_limit"],
+                spend_cap_nano=data["spend_cap_usd"],
+                # A management key is not a person; its actions are attributed in the log line.
+                created_by=None if access.via_management_key else request.user,
+            )
+        logger.info(
+            "api key created",
+            extra={"org_id": self.org.pk, "key_id": new.key.pk, "actor": actor(request)},
+        )
+        key = selectors.get_api_key(self.org, new.key.pk)
+        body = ApiKeyCreatedSerializer(key).data
+        body["secret"] = new.secret
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyDetailView(OrgScopedAPIView):
+    """One inference key. Members read; owners rename, change limits and revoke."""
+
+    def get_key(self, key_id: int) -> ApiKey:
+        return _get_or_404(selectors.get_api_key(self.org, key_id))
+
+    @extend_schema(
+        operation_id="keys_retrieve",
+        summary="One inference key",
+        tags=["keys"],
+        responses=ApiKeySerializer,
+    )
+    def get(self, request: Request, org_id: int, key_id: int) -> Response:
+        return Response(ApiKeySerializer(self.get_key(key_id)).data)
+
+    @extend_schema(
+        operation_id="keys_partial_update",
+        summary="Rename a key or change its limits (owners)",
+        description="Absent fields keep their value; `null` clears a limit.",
+        tags=["keys"],
+        request=ApiKeyUpdateSerializer,
+        responses=ApiKeySerializer,
+    )
+    def patch(self, request: Request, org_id: int, key_id: int) -> Response:
+        key = self.get_key(key_id)
+        data = parse_body(ApiKeyUpdateSerializer, request)
+        changes: dict[str, Any] = {}
+        if "name" in data:
+            changes["name"] = data["name"]
+        if "rpm_limit" in data:
+            changes["rpm_limit"] = data["rpm_limit"]
+        if "spend_cap_usd" in data:
+            changes["spend_cap_nano"] = data["spend_cap_usd"]
+        if changes:
+            with service_errors():
+                api_services.patch_api_key(key=key, **changes)
+            logger.info(
+                "api key updated",
+                extra={
+                    "org_id": self.org.pk,
+                    "key_id": key.pk,
+                    "fields": sorted(changes),
+                    "actor": actor(request),
+                },
+            )
+        return Response(ApiKeySerializer(self.get_key(key_id)).data)
+
+    @extend_schema(
+        operation_id="keys_destroy",
+        summary="Revoke a key (owners)",
+        description="Same as POST …/revoke; the key stays listed as revoked. Idempotent.",
+        tags=["keys"],
+        responses={204: OpenApiResponse(description="Revoked.")},
+    )
+    def delete(self, request: Request, org_id: int, key_id: int) -> Response:
+        _revoke_api_key(request, self.org, self.get_key(key_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ApiKeyRevokeView(ApiKeyDetailView):
+    """Revoke an inference key (owners)."""
+
+    serializer_class = serializers.Serializer  # no body; OPTIONS introspects one
+
+    http_method_names = ["post", "options"]
+
+    @extend_schema(
+        operation_id="keys_revoke",
+        summary="Revoke a key (owners)",
+        description="Gateways stop accepting it within seconds. Idempotent.",
+        tags=["keys"],
+        request=None,
+        responses=ApiKeySerializer,
+    )
+    def post(self, request: Request, org_id: int, key_id: int) -> Response:
+        _revoke_api_key(request, self.org, self.get_key(key_id))
+        return Response(ApiKeySerializer(self.get_key(key_id)).data)
+
+
+def _revoke_api_key(request: Request, org: Any, key: ApiKey) -> None:
+    services.revoke_api_key(key=key)
+    logger.info(
+        "api key revoked", extra={"org_id": org.pk, "key_id": key.pk, "actor": actor(request)}
+    )
+
+
+# --- Management keys --------------------------------------------------------------------------
+
+
+class ManagementKeyListView(OrgScopedAPIView):
+    """Management keys (`ezat_mk_…`): for signed-in owners only, never for management keys."""
+
+    serializer_class = ManagementKeyCreateSerializer  # describes POST in OPTIONS responses
+
+    permission_classes = [IsAuthenticated, SessionOwnerOnly]
+
+    @extend_schema(
+        operation_id="management_keys_list",
+        summary="List management keys (owners, signed in)",
+        tags=["management keys"],
+        responses=ManagementKeySerializer(many=True),
+    )
+    def get(self, request: Request, org_id: int) -> Response:
+        return self.paginated(selectors.management_keys_for_org(self.org), ManagementKeySerializer)
+
+    @extend_schema(
+        operation_id="management_keys_create",
+        summary="Create a management key (owners, signed in)",
+        description="The response carries the key's secret; it is never shown again.",
+        tags=["management keys"],
+        request=ManagementKeyCreateSerializer,
+        responses={201: ManagementKeyCreatedSerializer},
+    )
+    def post(self, request: Request, org_id: int) -> Response:
+        data = parse_body(ManagementKeyCreateSerializer, request)
+        key, secret = services.create_management_key(
+            org=self.org, name=data["name"], created_by=request.user
+        )
+        logger.info(
+            "management key created",
+            extra={"org_id": self.org.pk, "key_id": key.pk, "actor": actor(request)},
+        )
+        body = ManagementKeyCreatedSerializer(key).data
+        body["secret"] = secret
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class ManagementKeyDetailView(OrgScopedAPIView):
+    """One management key: for signed-in owners only."""
+
+    permission_classes = [IsAuthenticated, SessionOwnerOnly]
+
+    def get_key(self, key_id: int) -> ManagementKey:
+        return _get_or_404(selectors.get_management_key(self.org, key_id))
+
+    @extend_schema(
+        operation_id="management_keys_retrieve",
+        summary="One management key (owners, signed in)",
+        tags=["management keys"],
+        responses=ManagementKeySerializer,
+    )
+    def get(self, request: Request, org_id: int, key_id: int) -> Response:
+        return Response(ManagementKeySerializer(self.get_key(key_id)).data)
+
+    @extend_schema(
+        operation_id="management_keys_destroy",
+        summary="Revoke a management key (owners, signed in)",
+        tags=["management keys"],
+        responses={204: OpenApiResponse(description="Revoked.")},
+    )
+    def delete(self, request: Request, org_id: int, key_id: int) -> Response:
+        self._revoke(request, self.get_key(key_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _revoke(self, request: Request, key: ManagementKey) -> ManagementKey:
+        key = api_services.revoke_management_key(key=key)
+        logger.info(
+            "management key revoked",
+            extra={"org_id": self.org.pk, "key_id": key.pk, "actor": actor(request)},
+        )
+        return key
+
+
+class ManagementKeyRevokeView(ManagementKeyDetailView):
+    """Revoke a management key: for signed-in owners only."""
+
+    serializer_class = serializers.Serializer  # no body; OPTIONS introspects one
+
+    http_method_names = ["post", "options"]
+
+    @extend_schema(
+        operation_id="management_keys_revoke",
+        summary="Revoke a management key (owners, signed in)",
+        tags=["management keys"],
+        request=None,
+        responses=ManagementKeySerializer,
+    )
+    def post(self, request: Request, org_id: int, key_id: int) -> Response:
+        self._revoke(request, self.get_key(key_id))
+        return Response(ManagementKeySerializer(self.get_key(key_id)).data)

@@ -1,0 +1,1 @@
+"""The management API's read-only money endpoints: usage, request log, balance, ledger."""

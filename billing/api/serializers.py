@@ -1,0 +1,172 @@
+"""Query-parameter and response serializers for usage, the request log, balance and ledger."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rest_framework import serializers
+
+from accounts import keys
+from accounts.api.serializers import DateOrDateTimeField, UsdField, validate_range
+from billing.api.selectors import GROUP_BY_CHOICES
+from billing.models import LedgerEntry, UsageRecord
+
+
+class RangeQuerySerializer(serializers.Serializer):
+    since = DateOrDateTimeField(
+        required=False, allow_null=True, help_text="Inclusive; ISO 8601 date or datetime (UTC)."
+    )
+    until = DateOrDateTimeField(
+        end_of_day=True,
+        required=False,
+        allow_null=True,
+        help_text="Exclusive datetime, or a date whose whole day is included.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return validate_range(attrs)
+
+
+class UsageQuerySerializer(RangeQuerySerializer):
+    group_by = serializers.ChoiceField(
+        choices=GROUP_BY_CHOICES, required=False, allow_null=True, help_text="Default: day."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        attrs["group_by"] = attrs.get("group_by") or "day"
+        return attrs
+
+
+_KEY_ID = re.compile(r"^\d{1,18}$")
+
+
+class RequestLogQuerySerializer(RangeQuerySerializer):
+    key = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=100,
+        help_text="A key id, or a key prefix as listed (ezat_sk_xxxxxx).",
+    )
+    model = serializers.CharField(
+        required=False, allow_null=True, max_length=128, help_text="Model id or alias sent."
+    )
+    status = serializers.ChoiceField(
+        choices=UsageRecord.Status.values, required=False, allow_null=True
+    )
+    request_id = serializers.CharField(required=False, allow_null=True, max_length=160)
+
+    def validate_key(self, value: str | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if _KEY_ID.match(value):
+            return {"key_id": int(value)}
+        if value.startswith(keys.PREFIX) and len(value) <= keys.DISPLAY_LENGTH:
+            return {"key_prefix": value}
+        if value.startswith(keys.PREFIX):
+            # Looks like a full secret: refuse it so secrets don't end up in access logs by habit.
+            raise serializers.ValidationError("pass the key's id or prefix, never its secret")
+        raise serializers.ValidationError("expected a key id or a key prefix (ezat_sk_…)")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        key = attrs.pop("key", None) or {}
+        return {**{k: v for k, v in attrs.items() if v is not None}, **key}
+
+
+class LedgerQuerySerializer(RangeQuerySerializer):
+    kind = serializers.ChoiceField(choices=LedgerEntry.Kind.values, required=False, allow_null=True)
+
+
+# --- Responses --------------------------------------------------------------------------------
+
+
+class TokensSerializer(serializers.Serializer):
+    """Token counts by kind. `reasoning` is part of `output`, not billed on top of it."""
+
+    input = serializers.IntegerField(source="input_tokens", read_only=True)
+    output = serializers.IntegerField(source="output_tokens", read_only=True)
+    cache_read = serializers.IntegerField(source="cache_read_tokens", read_only=True)
+    cache_write_5m = serializers.IntegerField(source="cache_write_5m_tokens", read_only=True)
+    cache_write_1h = serializers.IntegerField(source="cache_write_1h_tokens", read_only=True)
+    reasoning = serializers.IntegerField(source="reasoning_tokens", read_only=True)
+
+
+class UsageTotalsSerializer(serializers.Serializer):
+    requests = serializers.IntegerField(read_only=True)
+    tokens = TokensSerializer(source="*", read_only=True)
+    cost_usd = UsdField(source="cost_nano")
+
+
+class UsageRowSerializer(UsageTotalsSerializer):
+    group = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="The UTC day (YYYY-MM-DD), the model id, or the key id; null for usage of "
+        "deleted keys.",
+    )
+    key_id = serializers.IntegerField(read_only=True, allow_null=True, required=False)
+    key_prefix = serializers.CharField(read_only=True, allow_null=True, required=False)
+    key_name = serializers.CharField(read_only=True, allow_null=True, required=False)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if "key_id" not in instance:  # only rows grouped by key describe a key
+            for name in ("key_id", "key_prefix", "key_name"):
+                data.pop(name, None)
+        return data
+
+
+class UsageSummarySerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=GROUP_BY_CHOICES, read_only=True)
+    since = serializers.DateTimeField(read_only=True, allow_null=True)
+    until = serializers.DateTimeField(read_only=True, allow_null=True)
+    totals = UsageTotalsSerializer(read_only=True)
+    rows = UsageRowSerializer(many=True, read_only=True)
+
+
+class UsageRecordSerializer(serializers.Serializer):
+    time = serializers.DateTimeField(source="created_at", read_only=True, help_text="Recorded.")
+    started_at = serializers.DateTimeField(read_only=True)
+    request_id = serializers.CharField(read_only=True)
+    api = serializers.CharField(read_only=True, help_text="messages or chat")
+    stream = serializers.BooleanField(read_only=True)
+    model = serializers.CharField(source="model_id", read_only=True)
+    model_name = serializers.CharField(read_only=True, help_text="As the caller sent it.")
+    key_id = serializers.IntegerField(source="api_key_id", read_only=True, allow_null=True)
+    key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, allow_null=True)
+    status = serializers.ChoiceField(choices=UsageRecord.Status.values, read_only=True)
+    tokens = TokensSerializer(source="*", read_only=True)
+    cost_usd = UsdField(source="cost_nano")
+    output_exact = serializers.BooleanField(
+        read_only=True, help_text="False when output tokens were estimated (e.g. a disconnect)."
+    )
+    latency_ms = serializers.IntegerField(read_only=True)
+    ttft_ms = serializers.IntegerField(read_only=True, allow_null=True)
+    deployment = serializers.CharField(read_only=True)
+    attempts = serializers.ListField(
+        child=serializers.DictField(), read_only=True, help_text="Upstream attempts, in order."
+    )
+
+
+class LedgerEntrySerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    time = serializers.DateTimeField(source="created_at", read_only=True)
+    kind = serializers.ChoiceField(choices=LedgerEntry.Kind.values, read_only=True)
+    amount_usd = UsdField(source="amount_nano", help_text="Signed: credits +, usage −.")
+    reference = serializers.CharField(read_only=True)
+    memo = serializers.CharField(read_only=True)
+
+
+class BalanceSerializer(serializers.Serializer):
+    balance_usd = UsdField(
+        source="balance_nano", help_text="Ledger balance minus usage not yet reconciled."
+    )
+    ledger_balance_usd = UsdField(source="ledger_balance_nano")
+    unreconciled_usage_usd = UsdField(source="unreconciled_usage_nano")
+    month_to_date_spend_usd = UsdField(
+        source="month_to_date_spend_nano", help_text="Usage since month_start (UTC)."
+    )
+    month_start = serializers.DateTimeField(read_only=True)
+    as_of = serializers.DateTimeField(read_only=True)

@@ -1,0 +1,83 @@
+"""Routes of the management API, included by `ezat.urls` at `api/v1/`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.permissions import AllowAny
+
+from accounts.api import views as accounts
+from billing.api import views as billing
+from billing.models import UsageRecord
+from ezat.api_docs import ApiDocsView
+
+ORG = "orgs/<int:org_id>"
+
+api_patterns = [
+    path("orgs/", accounts.OrgListView.as_view(), name="api-orgs"),
+    path(f"{ORG}", accounts.OrgDetailView.as_view(), name="api-org"),
+    path(f"{ORG}/keys", accounts.ApiKeyListView.as_view(), name="api-keys"),
+    path(f"{ORG}/keys/<int:key_id>", accounts.ApiKeyDetailView.as_view(), name="api-key"),
+    path(
+        f"{ORG}/keys/<int:key_id>/revoke",
+        accounts.ApiKeyRevokeView.as_view(),
+        name="api-key-revoke",
+    ),
+    path(f"{ORG}/usage", billing.UsageSummaryView.as_view(), name="api-usage"),
+    path(f"{ORG}/requests", billing.RequestLogView.as_view(), name="api-requests"),
+    path(f"{ORG}/balance", billing.BalanceView.as_view(), name="api-balance"),
+    path(f"{ORG}/ledger", billing.LedgerView.as_view(), name="api-ledger"),
+    path(
+        f"{ORG}/management-keys",
+        accounts.ManagementKeyListView.as_view(),
+        name="api-management-keys",
+    ),
+    path(
+        f"{ORG}/management-keys/<int:key_id>",
+        accounts.ManagementKeyDetailView.as_view(),
+        name="api-management-key",
+    ),
+    path(
+        f"{ORG}/management-keys/<int:key_id>/revoke",
+        accounts.ManagementKeyRevokeView.as_view(),
+        name="api-management-key-revoke",
+    ),
+]
+
+# The schema covers this API only (not other DRF views of the project), under its real prefix.
+SCHEMA_PATTERNS = [path("api/v1/", include(api_patterns))]
+SCHEMA_SETTINGS: dict[str, Any] = {
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Keys and requests both have a `status`; name the two enums instead of hashing a name.
+    "ENUM_NAME_OVERRIDES": {
+        "KeyStatusEnum": ["active", "revoked"],
+        "RequestStatusEnum": UsageRecord.Status.values,
+    },
+    "DESCRIPTION": (
+        "Manage an organization's inference keys and read its usage, request log, balance and "
+        "ledger. Money is USD as decimal strings. An organization you cannot access is a 404."
+    ),
+}
+
+
+class SchemaView(SpectacularAPIView):
+    """`/api/v1/schema` (YAML) or `?format=json`: public, it holds no data."""
+
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    patterns = SCHEMA_PATTERNS
+    custom_settings = SCHEMA_SETTINGS
+
+
+urlpatterns = [
+    *api_patterns,
+    path("schema", SchemaView.as_view(), name="api-schema"),
+    path(
+        "docs",
+        ApiDocsView.as_view(patterns=SCHEMA_PATTERNS, custom_settings=SCHEMA_SETTINGS),
+        name="api-docs",
+    ),
+]
