@@ -1,5 +1,28 @@
-"""Dashboard and management API routes (filled in by the dashboard issue)."""
+"""Customer dashboard routes: sign-in/out at the root, pages under /dashboard/.
+
+Accounts and billing pages share one `dashboard` namespace so templates link with
+`{% url 'dashboard:keys' %}` whichever app serves the page.
+"""
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from accounts import urls as accounts_urls
+from billing import urls as billing_urls
+
+dashboard_patterns = [*billing_urls.urlpatterns, *accounts_urls.urlpatterns]
+
+urlpatterns: list = [
+    path(
+        "login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("dashboard/", include((dashboard_patterns, "dashboard"))),
+    path("", RedirectView.as_view(url=settings.LOGIN_REDIRECT_URL, permanent=False)),
+]

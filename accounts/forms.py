@@ -1,0 +1,105 @@
+"""Dashboard and admin forms for keys and members. Money is entered in USD, stored in nano-USD."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
+
+from accounts.models import ApiKey, Membership, Organization
+from billing.pricing import nano_to_usd, usd_to_nano
+
+
+def usd_initial(nano: int | None) -> str:
+    """A nano-USD amount as a plain decimal for a form field ("12.5", never "1.25E+1")."""
+    if nano is None:
+        return ""
+    text = f"{nano_to_usd(nano):f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+class KeyLimitsForm(forms.Form):
+    name = forms.CharField(max_length=100, required=False, help_text="For you: which app uses it.")
+    rpm_limit = forms.IntegerField(
+        label="Requests per minute",
+        min_value=1,
+        max_value=1_000_000,
+        required=False,
+        help_text="Empty = the default limit.",
+    )
+    spend_cap_usd = forms.DecimalField(
+        label="Monthly spend cap (USD)",
+        min_value=Decimal(0),
+        max_digits=18,
+        decimal_places=9,
+        required=False,
+        help_text="Per calendar month (UTC). Empty = no cap.",
+    )
+
+    @classmethod
+    def for_key(cls, key: ApiKey, data: Any = None) -> KeyLimitsForm:
+        initial = {
+            "name": key.name,
+            "rpm_limit": key.rpm_limit,
+            "spend_cap_usd": usd_initial(key.spend_cap_nano),
+        }
+        return cls(data=data, initial=initial)
+
+    @property
+    def spend_cap_nano(self) -> int | None:
+        value = self.cleaned_data.get("spend_cap_usd")
+        return None if value is None else usd_to_nano(value)
+
+
+class KeyCreateForm(KeyLimitsForm):
+    """Same fields as editing; kept separate so the two pages can diverge."""
+
+
+class AddMemberForm(forms.Form):
+    user = forms.CharField(
+        label="Username or email",
+        max_length=254,
+        help_text="The person must already have an account.",
+    )
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+
+    def clean_user(self) -> AbstractBaseUser:
+        needle = self.cleaned_data["user"].strip()
+        User = get_user_model()
+        matches = list(
+            User.objects.filter(Q(username__iexact=needle) | Q(email__iexact=needle))[:2]
+        )
+        if len(matches) != 1:
+            # Same message for "none" and "ambiguous": the form must not reveal who has accounts.
+            raise forms.ValidationError("No single account matches that username or email.")
+        return matches[0]
+
+
+class MemberRoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Membership.Role.choices)
+
+    def __init__(self, *args: Any, membership: Membership, owners: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.membership = membership
+        self.owners = owners
+
+    def clean_role(self) -> str:
+        role = self.cleaned_data["role"]
+        is_last_owner = self.membership.role == Membership.Role.OWNER and self.owners <= 1
+        if is_last_owner and role != Membership.Role.OWNER:
+            raise forms.ValidationError("An organization needs at least one owner.")
+        return role
+
+
+class OrgChoiceForm(forms.Form):
+    """The org switcher: only orgs the user belongs to are valid choices."""
+
+    org = forms.ModelChoiceField(queryset=Organization.objects.none())
+
+    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["org"].queryset = Organization.objects.filter(memberships__user=user)  # type: ignore[attr-defined]

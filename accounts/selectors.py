@@ -1,0 +1,58 @@
+"""Reads for the dashboard: which orgs a user belongs to, and an org's keys and members.
+
+Every dashboard read starts from a `Membership`, never from a bare org id, so a page cannot
+show another tenant's rows by forgetting a filter.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import F, QuerySet
+
+from accounts.models import ApiKey, Membership, Organization
+
+
+def memberships_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Membership]:
+    if not user.is_authenticated:
+        return Membership.objects.none()
+    return Membership.objects.filter(user=user).select_related("org").order_by("org__name")
+
+
+def membership_for(
+    user: AbstractBaseUser | AnonymousUser, org_id: int | str | None
+) -> Membership | None:
+    """The user's membership in `org_id`, or None (not a member, bad id, anonymous)."""
+    if not user.is_authenticated or org_id is None:
+        return None
+    try:
+        org_pk = int(org_id)
+    except (TypeError, ValueError):
+        return None
+    return Membership.objects.filter(user=user, org_id=org_pk).select_related("org").first()
+
+
+def is_member(user_id: int, org_id: int) -> bool:
+    return Membership.objects.filter(user_id=user_id, org_id=org_id).exists()
+
+
+def org_keys(org: Organization) -> QuerySet[ApiKey]:
+    # Active keys first, then newest; `key_hash` is deferred so it never reaches a template.
+    return (
+        ApiKey.objects.filter(org=org)
+        .defer("key_hash")
+        .order_by(F("revoked_at").asc(nulls_first=True), "-created_at")
+    )
+
+
+def org_key(org: Organization, key_id: int) -> ApiKey | None:
+    return ApiKey.objects.filter(org=org, pk=key_id).defer("key_hash").first()
+
+
+def org_members(org: Organization) -> QuerySet[Membership]:
+    return (
+        Membership.objects.filter(org=org).select_related("user").order_by("role", "user__username")
+    )
+
+
+def owner_count(org: Organization) -> int:
+    return Membership.objects.filter(org=org, role=Membership.Role.OWNER).count()

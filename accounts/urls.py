@@ -1,0 +1,18 @@
+"""Dashboard routes for keys, members and the org switcher (mounted under /dashboard/)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from accounts import views
+
+urlpatterns = [
+    path("org/", views.switch_org, name="switch-org"),
+    path("keys/", views.keys_list, name="keys"),
+    path("keys/new/", views.key_create, name="key-create"),
+    path("keys/<int:key_id>/edit/", views.key_edit, name="key-edit"),
+    path("keys/<int:key_id>/revoke/", views.key_revoke, name="key-revoke"),
+    path("members/", views.members_list, name="members"),
+    path("members/add/", views.member_add, name="member-add"),
+    path("members/<int:member_id>/role/", views.member_role, name="member-role"),
+]

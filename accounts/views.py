@@ -1,0 +1,241 @@
+"""Dashboard pages for keys, members and the org switcher; the tenancy guard every page uses.
+
+Tenancy: a page never takes an org id it has not checked. `org_view` resolves the current org
+from the session (or `?org=<id>`), verifies the signed-in user is a member — 404 otherwise, so
+other tenants' org ids are not even confirmed to exist — and hands the view a `Membership`.
+Everything the view reads is then filtered by `membership.org`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts import selectors
+from accounts.forms import AddMemberForm, KeyCreateForm, KeyLimitsForm, MemberRoleForm
+from accounts.models import ApiKey, Membership
+from accounts.services import (
+    AccountsError,
+    add_member,
+    create_api_key,
+    revoke_api_key,
+    update_api_key_limits,
+)
+
+SESSION_ORG = "ezat_org_id"
+
+OrgViewFunc = Callable[..., HttpResponse]
+
+
+def current_membership(request: HttpRequest) -> Membership | None:
+    """The membership for this request's org; `?org=<id>` switches (and must be a member's)."""
+    user = request.user
+    requested = request.GET.get("org")
+    if requested is not None:
+        membership = selectors.membership_for(user, requested)
+        if membership is None:
+            raise Http404("No such organization.")
+        request.session[SESSION_ORG] = membership.org_id
+        return membership
+    membership = selectors.membership_for(user, request.session.get(SESSION_ORG))
+    if membership is None:
+        # First visit, or removed from the org in the session: fall back to the first org.
+        membership = selectors.memberships_for_user(user).first()
+        if membership is not None:
+            request.session[SESSION_ORG] = membership.org_id
+    return membership
+
+
+def org_view(*, owner_only: bool = False) -> Callable[[OrgViewFunc], OrgViewFunc]:
+    """Sign-in required, current org resolved and checked; the view gets `membership` next."""
+
+    def decorator(view: OrgViewFunc) -> OrgViewFunc:
+        @wraps(view)
+        @login_required
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            membership = current_membership(request)
+            if membership is None:
+                return render(request, "dashboard/no_org.html", status=403)
+            if owner_only and membership.role != Membership.Role.OWNER:
+                raise PermissionDenied("Only owners of this organization can do that.")
+            return view(request, membership, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+def page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[str, Any]:
+    """The context every dashboard page's layout needs (nav, org switcher, role)."""
+    return {
+        "membership": membership,
+        "org": membership.org,
+        "is_owner": membership.role == Membership.Role.OWNER,
+        "memberships": selectors.memberships_for_user(request.user),
+        **extra,
+    }
+
+
+def _safe_next(request: HttpRequest, fallback: str) -> str:
+    target = request.POST.get("next") or ""
+    ok = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    # Never carry a `?org=` from the old page along, or the switch would be undone.
+    return target.split("?", 1)[0] if ok and target else fallback
+
+
+@login_required
+@require_POST
+def switch_org(request: HttpRequest) -> HttpResponse:
+    membership = selectors.membership_for(request.user, request.POST.get("org"))
+    if membership is None:
+        raise Http404("No such organization.")
+    request.session[SESSION_ORG] = membership.org_id
+    return HttpResponseRedirect(_safe_next(request, reverse("dashboard:home")))
+
+
+# --- Keys ---------------------------------------------------------------------------------------
+
+
+def _key_or_404(membership: Membership, key_id: int) -> ApiKey:
+    key = selectors.org_key(membership.org, key_id)
+    if key is None:
+        raise Http404("No such key.")
+    return key
+
+
+@require_GET
+@org_view()
+def keys_list(request: HttpRequest, membership: Membership) -> HttpResponse:
+    from billing.dashboard_selectors import key_month_spend  # billing depends on accounts
+
+    spend = key_month_spend(membership.org)
+    keys = list(selectors.org_keys(membership.org))
+    for key in keys:
+        key.month_spend_nano = spend.get(key.pk, 0)  # type: ignore[attr-defined]
+    return render(request, "dashboard/keys.html", page(request, membership, keys=keys))
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@org_view(owner_only=True)
+def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
+    form = KeyCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            new = create_api_key(
+                org=membership.org,
+                name=form.cleaned_data["name"],
+                rpm_limit=form.cleaned_data["rpm_limit"],
+                spend_cap_nano=form.spend_cap_nano,
+                created_by=request.user,  # type: ignore[arg-type]
+            )
+        except AccountsError as exc:
+            form.add_error(None, str(exc))
+        else:
+            # The only time the secret exists in clear: rendered into this response (no-store,
+            # never put in the session or a redirect), then gone.
+            context = page(request, membership, key=new.key, secret=new.secret)
+            return render(request, "dashboard/key_created.html", context)
+    return render(request, "dashboard/key_form.html", page(request, membership, form=form))
+
+
+@require_http_methods(["GET", "POST"])
+@org_view(owner_only=True)
+def key_edit(request: HttpRequest, membership: Membership, key_id: int) -> HttpResponse:
+    key = _key_or_404(membership, key_id)
+    if not key.is_active:
+        messages.error(request, "A revoked key cannot be changed.")
+        return redirect("dashboard:keys")
+    form = KeyLimitsForm.for_key(key, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            update_api_key_limits(
+                key=key,
+                rpm_limit=form.cleaned_data["rpm_limit"],
+                spend_cap_nano=form.spend_cap_nano,
+                name=form.cleaned_data["name"],
+            )
+        except AccountsError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Limits of {key.prefix}… saved; they apply within seconds.")
+            return redirect("dashboard:keys")
+    return render(request, "dashboard/key_form.html", page(request, membership, form=form, key=key))
+
+
+@require_POST
+@org_view(owner_only=True)
+def key_revoke(request: HttpRequest, membership: Membership, key_id: int) -> HttpResponse:
+    key = _key_or_404(membership, key_id)
+    revoke_api_key(key=key)
+    messages.success(request, f"Key {key.prefix}… revoked; it stops working within seconds.")
+    return redirect("dashboard:keys")
+
+
+# --- Members --------------------------------------------------------------------------------------
+
+
+@require_GET
+@org_view()
+def members_list(request: HttpRequest, membership: Membership) -> HttpResponse:
+    context = page(
+        request,
+        membership,
+        members=selectors.org_members(membership.org),
+        form=AddMemberForm(),
+        roles=Membership.Role.choices,
+    )
+    return render(request, "dashboard/members.html", context)
+
+
+@require_POST
+@org_view(owner_only=True)
+def member_add(request: HttpRequest, membership: Membership) -> HttpResponse:
+    form = AddMemberForm(request.POST)
+    if form.is_valid():
+        user = form.cleaned_data["user"]
+        existing = selectors.membership_for(user, membership.org_id)
+        if existing is not None:
+            form.add_error("user", "Already a member; change the role in the list below.")
+        else:
+            add_member(org=membership.org, user=user, role=form.cleaned_data["role"])
+            messages.success(request, f"{user} added as {form.cleaned_data['role']}.")
+            return redirect("dashboard:members")
+    context = page(
+        request,
+        membership,
+        members=selectors.org_members(membership.org),
+        form=form,
+        roles=Membership.Role.choices,
+    )
+    return render(request, "dashboard/members.html", context, status=400)
+
+
+@require_POST
+@org_view(owner_only=True)
+def member_role(request: HttpRequest, membership: Membership, member_id: int) -> HttpResponse:
+    target = selectors.org_members(membership.org).filter(pk=member_id).first()
+    if target is None:
+        raise Http404("No such member.")
+    form = MemberRoleForm(
+        request.POST, membership=target, owners=selectors.owner_count(membership.org)
+    )
+    if form.is_valid():
+        add_member(org=membership.org, user=target.user, role=form.cleaned_data["role"])
+        messages.success(request, f"{target.user} is now {form.cleaned_data['role']}.")
+    else:
+        messages.error(request, " ".join(form.errors.get("role", ["Invalid role."])))
+    return redirect("dashboard:members")

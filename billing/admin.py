@@ -1,0 +1,87 @@
+"""Operator console for usage records and the ledger: both are facts, so both are read-only.
+
+Corrections are new ledger rows (credits via the Organization "Grant credit" action), never
+edits; usage records are written once by the gateway with the prices they were billed at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from billing.models import LedgerEntry, UsageRecord
+from billing.templatetags.dashboard import format_usd
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View permission only: no add, change or delete, whoever is signed in."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    list_display = (
+        "request_id",
+        "created_at",
+        "org",
+        "key_prefix",
+        "model_id",
+        "status",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cost_usd",
+        "output_exact",
+        "latency_ms",
+        "deployment",
+        "reconciled",
+    )
+    list_filter = ("status", "output_exact", "api", "stream")
+    list_select_related = ("org", "api_key")
+    # "=" makes request-id search an exact (indexed) lookup.
+    search_fields = ("=request_id", "org__name", "model_id")
+    date_hierarchy = "created_at"
+    show_full_result_count = False  # COUNT(*) over all usage on every page load is wasteful
+    readonly_fields = ("cost_usd", "key_prefix", "reconciled")
+    exclude = ("api_key",)  # shown as key_prefix; the FK widget would list every key
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[UsageRecord]:
+        return super().get_queryset(request).defer("api_key__key_hash")
+
+    @admin.display(description="Cost", ordering="cost_nano")
+    def cost_usd(self, obj: UsageRecord) -> str:
+        return format_usd(obj.cost_nano)
+
+    @admin.display(description="Key")
+    def key_prefix(self, obj: UsageRecord) -> str:
+        return f"{obj.api_key.prefix}…" if obj.api_key_id and obj.api_key else "—"
+
+    @admin.display(description="Reconciled", boolean=True)
+    def reconciled(self, obj: UsageRecord) -> bool:
+        return obj.ledger_entry_id is not None
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "org", "kind", "amount_usd", "memo", "reference", "created_by")
+    list_filter = ("kind",)
+    list_select_related = ("org",)
+    search_fields = ("=reference", "org__name", "memo")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    readonly_fields = ("amount_usd",)
+
+    @admin.display(description="Amount", ordering="amount_nano")
+    def amount_usd(self, obj: LedgerEntry) -> str:
+        return format_usd(obj.amount_nano, sign=True)

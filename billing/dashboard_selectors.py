@@ -1,0 +1,310 @@
+"""Reads behind the usage, requests and balance pages. Every function takes the org first.
+
+Days are UTC calendar days (TIME_ZONE is UTC), the same days the spend cap's month uses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from accounts.models import ApiKey, Organization
+from billing.live import build_row
+from billing.models import LedgerEntry, UsageRecord
+
+# Series beyond this many (by cost) are folded into "Other" so a chart legend stays readable.
+MAX_SERIES = 7
+OTHER = "Other"
+SPLITS = ("model", "key")
+
+_TOKENS = (
+    F("input_tokens")
+    + F("output_tokens")
+    + F("cache_read_tokens")
+    + F("cache_write_5m_tokens")
+    + F("cache_write_1h_tokens")
+)
+
+
+def month_start(now: datetime | None = None) -> datetime:
+    now = timezone.localtime(now or timezone.now())
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def _usage(org: Organization) -> QuerySet[UsageRecord]:
+    return UsageRecord.objects.filter(org=org)
+
+
+def month_to_date_spend_nano(org: Organization) -> int:
+    total = _usage(org).filter(created_at__gte=month_start()).aggregate(s=Sum("cost_nano"))["s"]
+    return total or 0
+
+
+def key_month_spend(org: Organization) -> dict[int, int]:
+    rows = (
+        _usage(org)
+        .filter(created_at__gte=month_start(), api_key__isnull=False)
+        .values("api_key_id")
+        .annotate(s=Sum("cost_nano"))
+        .order_by()
+    )
+    return {r["api_key_id"]: r["s"] or 0 for r in rows}
+
+
+def pending_usage_nano(org: Organization) -> int:
+    """Usage recorded but not yet reconciled into the ledger (the balance does not show it yet)."""
+    total = _usage(org).filter(ledger_entry__isnull=True).aggregate(s=Sum("cost_nano"))["s"]
+    return total or 0
+
+
+def requests_since(org: Organization, since: datetime) -> int:
+    return _usage(org).filter(created_at__gte=since).count()
+
+
+# --- Usage report -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """Inclusive UTC days [first, last]."""
+
+    first: date
+    last: date
+
+    @classmethod
+    def last_days(cls, days: int, today: date | None = None) -> Period:
+        today = today or timezone.localdate()
+        return cls(first=today - timedelta(days=days - 1), last=today)
+
+    @property
+    def days(self) -> list[date]:
+        return [self.first + timedelta(days=i) for i in range((self.last - self.first).days + 1)]
+
+    @property
+    def start(self) -> datetime:
+        return timezone.make_aware(datetime.combine(self.first, time.min))
+
+    @property
+    def end(self) -> datetime:
+        """Exclusive."""
+        return timezone.make_aware(datetime.combine(self.last + timedelta(days=1), time.min))
+
+
+@dataclass(slots=True)
+class Series:
+    label: str
+    cost: list[int]
+    tokens: list[int]
+    requests: int = 0
+    cache_read_tokens: int = 0
+    cache_savings_nano: int = 0
+
+    @property
+    def total_cost(self) -> int:
+        return sum(self.cost)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens)
+
+
+@dataclass(slots=True)
+class UsageReport:
+    period: Period
+    split: str
+    series: list[Series] = field(default_factory=list)
+
+    @property
+    def days(self) -> list[date]:
+        return self.period.days
+
+    @property
+    def total_cost(self) -> int:
+        return sum(s.total_cost for s in self.series)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(s.total_tokens for s in self.series)
+
+    @property
+    def total_requests(self) -> int:
+        return sum(s.requests for s in self.series)
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return sum(s.cache_read_tokens for s in self.series)
+
+    @property
+    def cache_savings_nano(self) -> int:
+        return sum(s.cache_savings_nano for s in self.series)
+
+
+def _key_labels(org: Organization) -> dict[int | None, str]:
+    labels: dict[int | None, str] = {None: "(deleted key)"}
+    for key_id, name, prefix in ApiKey.objects.filter(org=org).values_list("id", "name", "prefix"):
+        labels[key_id] = f"{name} ({prefix}…)" if name else f"{prefix}…"
+    return labels
+
+
+def _savings_nano(cache_read_tokens: int, price_input: Any, price_cache_read: Any) -> Decimal:
+    """What the cached tokens would have cost as plain input, minus what they did cost.
+
+    Prices come from the record itself (USD per million tokens), so a later price change never
+    changes a past saving; USD/M × tokens × 1e9 / 1e6 = tokens × price × 1000 nano-USD.
+    """
+    try:
+        delta = Decimal(str(price_input)) - Decimal(str(price_cache_read))
+    except ArithmeticError:
+        return Decimal(0)
+    return Decimal(cache_read_tokens) * delta * 1000
+
+
+def usage_report(org: Organization, period: Period, split: str = "model") -> UsageReport:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}")
+    group = "model_id" if split == "model" else "api_key_id"
+    records = _usage(org).filter(created_at__gte=period.start, created_at__lt=period.end)
+    daily = (
+        records.annotate(day=TruncDate("created_at"))
+        .values("day", group)
+        .annotate(cost=Sum("cost_nano"), tokens=Sum(_TOKENS), n=Count("id"))
+        .order_by()
+    )
+    savings_rows = (
+        records.filter(cache_read_tokens__gt=0)
+        .values(group, price_input=KT("prices__input"), price_cache_read=KT("prices__cacheRead"))
+        .annotate(cached=Sum("cache_read_tokens"))
+        .order_by()
+    )
+
+    day_index = {d: i for i, d in enumerate(period.days)}
+    width = len(day_index)
+    by_group: dict[Any, Series] = {}
+    for row in daily:
+        series = by_group.setdefault(
+            row[group], Series(label="", cost=[0] * width, tokens=[0] * width)
+        )
+        day = row["day"]
+        index = day_index.get(day.date() if isinstance(day, datetime) else day)
+        if index is None:  # cannot happen with UTC days; a row outside the axis is dropped
+            continue
+        series.cost[index] += row["cost"] or 0
+        series.tokens[index] += row["tokens"] or 0
+        series.requests += row["n"]
+    savings: dict[Any, Decimal] = defaultdict(Decimal)
+    for row in savings_rows:
+        series = by_group.get(row[group])
+        if series is None:
+            continue
+        series.cache_read_tokens += row["cached"] or 0
+        savings[row[group]] += _savings_nano(
+            row["cached"] or 0, row["price_input"], row["price_cache_read"]
+        )
+    for key, amount in savings.items():
+        by_group[key].cache_savings_nano = int(amount.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+    labels = _key_labels(org) if split == "key" else {}
+    for key, series in by_group.items():
+        series.label = labels.get(key, f"key {key}") if split == "key" else str(key)
+    ranked = sorted(by_group.values(), key=lambda s: (-s.total_cost, -s.total_tokens, s.label))
+    report = UsageReport(period=period, split=split, series=ranked[:MAX_SERIES])
+    if len(ranked) > MAX_SERIES:
+        other = Series(label=OTHER, cost=[0] * width, tokens=[0] * width)
+        for series in ranked[MAX_SERIES:]:
+            other.cost = [a + b for a, b in zip(other.cost, series.cost, strict=True)]
+            other.tokens = [a + b for a, b in zip(other.tokens, series.tokens, strict=True)]
+            other.requests += series.requests
+            other.cache_read_tokens += series.cache_read_tokens
+            other.cache_savings_nano += series.cache_savings_nano
+        report.series.append(other)
+    return report
+
+
+# --- Request log --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFilters:
+    key_id: int | None = None
+    model: str = ""
+    status: str = ""
+    request_id: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.key_id or self.model or self.status or self.request_id)
+
+
+def request_log(org: Organization, filters: RequestFilters) -> QuerySet[UsageRecord]:
+    records = _usage(org).select_related("api_key").defer("api_key__key_hash", "prices")
+    if filters.request_id:
+        # Exact: request ids are unique, and a prefix match would scan the org's whole history.
+        records = records.filter(request_id=filters.request_id.strip())
+    if filters.key_id:
+        records = records.filter(api_key_id=filters.key_id)
+    if filters.model:
+        model = filters.model.strip()
+        records = records.filter(Q(model_id__iexact=model) | Q(model_name__iexact=model))
+    if filters.status:
+        records = records.filter(status=filters.status)
+    return records.order_by("-created_at", "-id")
+
+
+def request_row(record: UsageRecord) -> dict[str, Any]:
+    key = record.api_key
+    return build_row(
+        request_id=record.request_id,
+        created_at=record.created_at,
+        model_id=record.model_id,
+        model_name=record.model_name,
+        key_id=record.api_key_id,
+        key_prefix=key.prefix if key is not None else "",
+        status=record.status,
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        cache_read_tokens=record.cache_read_tokens,
+        cache_write_tokens=record.cache_write_tokens,
+        cost_nano=record.cost_nano,
+        output_exact=record.output_exact,
+        latency_ms=record.latency_ms,
+        deployment=record.deployment,
+        attempts=len(record.attempts or []),
+    )
+
+
+def attempts_summary(attempts: list[Any]) -> str:
+    """One line per upstream attempt for the log's tooltip, whatever keys the gateway records."""
+    lines = []
+    for number, attempt in enumerate(attempts or [], start=1):
+        if isinstance(attempt, dict):
+            detail = ", ".join(f"{k}={v}" for k, v in attempt.items())
+        else:
+            detail = str(attempt)
+        lines.append(f"{number}. {detail}")
+    return "\n".join(lines)
+
+
+def recent_requests(org: Organization, limit: int = 10) -> list[UsageRecord]:
+    return list(request_log(org, RequestFilters())[:limit])
+
+
+# --- Ledger -------------------------------------------------------------------------------------
+
+
+def ledger_entries(org: Organization) -> QuerySet[LedgerEntry]:
+    return LedgerEntry.objects.filter(org=org).order_by("-created_at", "-id")
+
+
+def ledger_totals(org: Organization) -> dict[str, int]:
+    rows = ledger_entries(org).values("kind").annotate(s=Sum("amount_nano")).order_by()
+    totals = {kind: 0 for kind in LedgerEntry.Kind.values}
+    totals.update({r["kind"]: r["s"] or 0 for r in rows})
+    return totals

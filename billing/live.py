@@ -1,0 +1,125 @@
+"""The dashboard's live request feed: the gateway publishes one row per usage record.
+
+Publishing is best effort: a dashboard that misses a row still shows it on the next page load,
+while a request that failed because Redis hiccupped would be a real outage. So errors are
+logged and counted, never raised, and a slow channel layer cannot hold a request for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from channels.layers import get_channel_layer
+from django.utils import timezone
+from prometheus_client import Counter
+
+from billing.pricing import nano_to_usd
+
+if TYPE_CHECKING:
+    from billing.recorder import UsageData
+
+logger = logging.getLogger(__name__)
+
+PUBLISH_FAILURES = Counter(
+    "ezat_live_publish_failures_total", "Live request-feed rows that could not be published"
+)
+# The gateway awaits publish_request after the usage record; bound the wait so a stuck channel
+# layer costs a dashboard row, not the caller's latency.
+PUBLISH_TIMEOUT_SECONDS = 0.5
+MESSAGE_TYPE = "request.row"  # dispatched to RequestFeedConsumer.request_row
+
+
+def group_name(org_id: int) -> str:
+    return f"org.{int(org_id)}.requests"
+
+
+def format_cost_usd(cost_nano: int) -> str:
+    """Per-request costs are fractions of a cent: six decimals, as the request log shows them."""
+    return f"{nano_to_usd(cost_nano):.6f}"
+
+
+def build_row(
+    *,
+    request_id: str,
+    created_at: datetime,
+    model_id: str,
+    model_name: str,
+    key_id: int | None,
+    key_prefix: str,
+    status: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int,
+    cache_write_tokens: int,
+    cost_nano: int,
+    output_exact: bool,
+    latency_ms: int,
+    deployment: str,
+    attempts: int,
+) -> dict[str, Any]:
+    """The one shape of a request-log row: the page renders it and the websocket sends it."""
+    return {
+        "request_id": request_id,
+        "created_at": created_at.isoformat(),
+        "model_id": model_id,
+        "model_name": model_name,
+        "key_id": key_id,
+        "key_prefix": key_prefix,
+        "status": status,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_tokens": cache_read_tokens,
+        "cache_write_tokens": cache_write_tokens,
+        "tokens": input_tokens + output_tokens + cache_read_tokens + cache_write_tokens,
+        "cost_usd": format_cost_usd(cost_nano),
+        "output_exact": output_exact,
+        "latency_ms": latency_ms,
+        "deployment": deployment,
+        "attempts": attempts,
+    }
+
+
+def row_from_usage(
+    data: UsageData,
+    *,
+    request_id: str,
+    cost_nano: int,
+    key_prefix: str,
+    created_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The row for a usage record the gateway just wrote (no query: everything is in hand)."""
+    tokens = data.tokens
+    return build_row(
+        request_id=request_id,
+        created_at=created_at or timezone.now(),
+        model_id=data.model_id,
+        model_name=data.model_name,
+        key_id=data.key_id,
+        key_prefix=key_prefix,
+        status=data.status,
+        input_tokens=tokens.input,
+        output_tokens=tokens.output,
+        cache_read_tokens=tokens.cache_read,
+        cache_write_tokens=tokens.cache_write_5m + tokens.cache_write_1h,
+        cost_nano=cost_nano,
+        output_exact=data.output_exact,
+        latency_ms=data.latency_ms,
+        deployment=data.deployment,
+        attempts=len(data.attempts),
+    )
+
+
+async def publish_request(org_id: int, row: dict[str, Any]) -> None:
+    """Send `row` to every dashboard tab watching the org's request log. Never raises."""
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        async with asyncio.timeout(PUBLISH_TIMEOUT_SECONDS):
+            await layer.group_send(group_name(org_id), {"type": MESSAGE_TYPE, "row": row})
+    except Exception:  # best effort by design (see module docstring); counted and logged
+        PUBLISH_FAILURES.inc()
+        logger.warning("live request feed: publish failed", exc_info=True, extra={"org_id": org_id})

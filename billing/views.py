@@ -1,0 +1,166 @@
+"""Dashboard pages for usage, the request log and the balance. Thin: parse, select, render.
+
+Tenancy is enforced by `accounts.views.org_view`; every selector here takes `membership.org`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from accounts.models import ApiKey, Membership
+from accounts.views import org_view, page
+from billing import dashboard_selectors as sel
+from billing.models import UsageRecord
+
+PERIODS = ((7, "7 days"), (30, "30 days"), (90, "90 days"))
+MAX_PERIOD_DAYS = 366
+REQUESTS_PER_PAGE = 50
+LEDGER_PER_PAGE = 50
+
+
+class UsageFilterForm(forms.Form):
+    days = forms.TypedChoiceField(choices=PERIODS, coerce=int, required=False)
+    start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    split = forms.ChoiceField(choices=(("model", "by model"), ("key", "by key")), required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("start"), data.get("end")
+        if start and end:
+            if end < start:
+                raise forms.ValidationError("The end date is before the start date.")
+            if (end - start).days + 1 > MAX_PERIOD_DAYS:
+                raise forms.ValidationError(f"Choose at most {MAX_PERIOD_DAYS} days.")
+        return data
+
+    def chosen_period(self) -> sel.Period:
+        data = self.cleaned_data if self.is_valid() else {}
+        start, end = data.get("start"), data.get("end")
+        if start and end:
+            return sel.Period(first=start, last=end)
+        return sel.Period.last_days(data.get("days") or 30)
+
+    def chosen_split(self) -> str:
+        data = self.cleaned_data if self.is_valid() else {}
+        return data.get("split") or "model"
+
+
+class RequestFilterForm(forms.Form):
+    key = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    model = forms.CharField(max_length=128, required=False)
+    status = forms.ChoiceField(
+        choices=[("", "any status"), *UsageRecord.Status.choices], required=False
+    )
+    request_id = forms.CharField(max_length=160, required=False, label="Request id")
+
+    def __init__(self, *args: Any, keys: list[ApiKey], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only this org's keys are choices: a foreign key id is a validation error, not a filter.
+        self.fields["key"].choices = [("", "any key")] + [  # type: ignore[attr-defined]
+            (k.pk, f"{k.name or 'unnamed'} ({k.prefix}…)") for k in keys
+        ]
+
+    def filters(self) -> sel.RequestFilters:
+        if not self.is_valid():
+            return sel.RequestFilters()
+        data = self.cleaned_data
+        return sel.RequestFilters(
+            key_id=data.get("key"),
+            model=data.get("model") or "",
+            status=data.get("status") or "",
+            request_id=(data.get("request_id") or "").strip(),
+        )
+
+
+@require_GET
+@org_view()
+def home(request: HttpRequest, membership: Membership) -> HttpResponse:
+    org = membership.org
+    org.refresh_from_db(fields=["balance_nano"])
+    period = sel.Period.last_days(14)
+    context = page(
+        request,
+        membership,
+        balance_nano=org.balance_nano,
+        month_spend_nano=sel.month_to_date_spend_nano(org),
+        requests_24h=sel.requests_since(org, timezone.now() - timedelta(hours=24)),
+        active_keys=ApiKey.objects.filter(org=org, revoked_at__isnull=True).count(),
+        report=sel.usage_report(org, period, "model"),
+        recent=[_display(r) for r in sel.recent_requests(org, 10)],
+    )
+    return render(request, "dashboard/home.html", context)
+
+
+@require_GET
+@org_view()
+def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
+    form = UsageFilterForm(request.GET or None)
+    report = sel.usage_report(membership.org, form.chosen_period(), form.chosen_split())
+    context = page(request, membership, form=form, report=report, periods=PERIODS)
+    return render(request, "dashboard/usage.html", context)
+
+
+def _display(record: UsageRecord) -> dict[str, Any]:
+    """The shared row plus what only the server-rendered page shows (tooltips, datetime)."""
+    row = sel.request_row(record)
+    row["created"] = record.created_at
+    row["attempts_detail"] = sel.attempts_summary(record.attempts)
+    row["key_name"] = record.api_key.name if record.api_key else ""
+    return row
+
+
+@require_GET
+@org_view()
+def requests_log(request: HttpRequest, membership: Membership) -> HttpResponse:
+    org = membership.org
+    keys = list(ApiKey.objects.filter(org=org).defer("key_hash").order_by("-created_at"))
+    form = RequestFilterForm(request.GET or None, keys=keys)
+    filters = form.filters()
+    paginator = Paginator(sel.request_log(org, filters), REQUESTS_PER_PAGE)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    query.pop("org", None)
+    context = page(
+        request,
+        membership,
+        form=form,
+        filters=filters,
+        page_obj=page_obj,
+        rows=[_display(r) for r in page_obj.object_list],
+        query=query.urlencode(),
+        # Live rows are only prepended on the first page: deeper pages are history.
+        live=page_obj.number == 1 and not filters.request_id,
+        ws_path=f"/ws/requests/?org={org.pk}",
+        requests_url=reverse("dashboard:requests"),
+    )
+    return render(request, "dashboard/requests.html", context)
+
+
+@require_GET
+@org_view()
+def balance(request: HttpRequest, membership: Membership) -> HttpResponse:
+    org = membership.org
+    org.refresh_from_db(fields=["balance_nano"])
+    paginator = Paginator(sel.ledger_entries(org), LEDGER_PER_PAGE)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    context = page(
+        request,
+        membership,
+        balance_nano=org.balance_nano,
+        month_spend_nano=sel.month_to_date_spend_nano(org),
+        pending_nano=sel.pending_usage_nano(org),
+        totals=sel.ledger_totals(org),
+        page_obj=page_obj,
+    )
+    return render(request, "dashboard/balance.html", context)

@@ -1,0 +1,261 @@
+"""Operator console for the catalog: models (aliases, prices) and provider deployments.
+
+Every save here moves `CatalogVersion` (catalog/signals.py), which the gateway processes poll:
+an edit reaches new requests within EZAT_CATALOG_POLL_INTERVAL seconds. Usage records keep the
+prices they were billed at, so a price change never rewrites history.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from catalog.models import Deployment, DeploymentModel, Model, ModelAlias
+
+logger = logging.getLogger(__name__)
+
+NOT_AVAILABLE = "n/a"
+
+
+class ModelAliasInline(admin.TabularInline):
+    model = ModelAlias
+    extra = 1
+
+
+@admin.register(Model)
+class CatalogModelAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "name",
+        "enabled",
+        "price_input",
+        "price_output",
+        "price_cache_read",
+        "price_cache_write_5m",
+        "price_cache_write_1h",
+        "aliases_list",
+    )
+    list_filter = ("enabled",)
+    search_fields = ("id", "name", "aliases__alias")
+    inlines = (ModelAliasInline,)
+    readonly_fields = ("created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("id", "name", "enabled", "sort_order")}),
+        (
+            "Prices (USD per million tokens)",
+            {
+                "description": (
+                    "A change reaches new requests within seconds (the gateway's catalog "
+                    "snapshot reloads); requests already billed keep the prices on their usage "
+                    "record."
+                ),
+                "fields": (
+                    "price_input",
+                    "price_output",
+                    "price_cache_read",
+                    "price_cache_write_5m",
+                    "price_cache_write_1h",
+                ),
+            },
+        ),
+        (
+            "Capabilities and limits",
+            {
+                "fields": (
+                    "sampling",
+                    "prompt_caching",
+                    "vision",
+                    "pdf",
+                    "tools",
+                    "structured_outputs",
+                    "reasoning_efforts",
+                    "max_output_tokens",
+                    "context_window",
+                )
+            },
+        ),
+        ("History", {"fields": ("created_at", "updated_at")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Model]:
+        return super().get_queryset(request).prefetch_related("aliases")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> tuple:
+        # The id is what usage records and deployments refer to: fixed once created.
+        return (*self.readonly_fields, "id") if obj is not None else self.readonly_fields
+
+    @admin.display(description="Aliases")
+    def aliases_list(self, obj: Model) -> str:
+        return ", ".join(a.alias for a in obj.aliases.all())
+
+
+class DeploymentModelInline(admin.TabularInline):
+    model = DeploymentModel
+    extra = 0
+    fields = ("model", "upstream_model_id")
+    verbose_name_plural = "Models served (only used when 'serves all models' is off)"
+
+
+class DeploymentAdminForm(forms.ModelForm):
+    # Write-only: the stored key is never put back into the page, not even as a masked value.
+    new_api_key = forms.CharField(
+        label="New provider API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Leave empty to keep the current key. Stored encrypted; only its hint is shown.",
+    )
+
+    # Declared so Django 6's https default is explicit (and the deprecation warning silent).
+    base_url = forms.URLField(max_length=500, assume_scheme="https")
+
+    class Meta:
+        model = Deployment
+        fields = (
+            "name",
+            "kind",
+            "base_url",
+            "weight",
+            "enabled",
+            "max_concurrency",
+            "serves_all_models",
+        )
+
+    def clean_base_url(self) -> str:
+        return self.cleaned_data["base_url"].rstrip("/")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.instance.pk and not data.get("new_api_key"):
+            self.add_error("new_api_key", "A new deployment needs the provider's API key.")
+        return data
+
+
+def live_states(deployment_ids: Sequence[int]) -> dict[int, str]:
+    """In-flight requests and cooldown per deployment, or "n/a" when the gateway cannot say.
+
+    Guarded on purpose: the limiter and the routing health board belong to the gateway and may
+    be missing (not built yet, Redis down, nothing registered in this process). The operator
+    console must still render, so every failure here degrades to "n/a" instead of a 500.
+    """
+    ids = list(deployment_ids)
+    if not ids:
+        return {}
+    in_flight: dict[int, int] | None = None
+    cooldowns: dict[int, float | None] | None = None
+    try:
+        from gateway.limits import get_limiter
+
+        in_flight = async_to_sync(get_limiter().in_flight)(ids)
+    except (ImportError, AttributeError, NotImplementedError):
+        in_flight = None  # no limiter in this build yet
+    except Exception:  # Redis down or similar: show n/a, keep the page up
+        logger.warning("admin: in-flight counts unavailable", exc_info=True)
+    try:
+        from gateway.routing import cooldown_state
+
+        cooldowns = cooldown_state(ids)
+    except (ImportError, AttributeError, NotImplementedError):
+        cooldowns = None
+    except Exception:  # same reasoning as above
+        logger.warning("admin: cooldown state unavailable", exc_info=True)
+    now = time.time()
+    states: dict[int, str] = {}
+    for deployment_id in ids:
+        flight = NOT_AVAILABLE if in_flight is None else str(in_flight.get(deployment_id, 0))
+        if cooldowns is None:
+            health = f"cooldown {NOT_AVAILABLE}"
+        else:
+            # cooldown_state gives the epoch second the cooldown ends (None = healthy).
+            until = cooldowns.get(deployment_id)
+            health = "healthy" if until is None or until <= now else f"cooling {until - now:.0f}s"
+        states[deployment_id] = f"{flight} in flight · {health}"
+    return states
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(admin.ModelAdmin):
+    form = DeploymentAdminForm
+    list_display = (
+        "name",
+        "kind",
+        "base_url",
+        "enabled",
+        "weight",
+        "max_concurrency",
+        "serves_all_models",
+        "api_key_hint",
+        "live_state",
+    )
+    list_filter = ("enabled", "kind")
+    search_fields = ("name", "base_url")
+    inlines = (DeploymentModelInline,)
+    # `api_key_encrypted` is deliberately absent everywhere; `api_key_hint` is safe to show.
+    fields = (
+        "name",
+        "kind",
+        "base_url",
+        "new_api_key",
+        "api_key_hint",
+        "weight",
+        "enabled",
+        "max_concurrency",
+        "serves_all_models",
+        "live_state",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = ("api_key_hint", "live_state", "created_at", "updated_at")
+    actions = ("enable_deployments", "disable_deployments")
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        # One limiter/cooldown lookup per page instead of one per row.
+        states = live_states([d.pk for d in changelist.result_list])
+        for deployment in changelist.result_list:
+            deployment._live_state = states.get(deployment.pk, NOT_AVAILABLE)
+        return changelist
+
+    @admin.display(description="Live state")
+    def live_state(self, obj: Deployment) -> str:
+        if obj.pk is None:
+            return "—"
+        cached = getattr(obj, "_live_state", None)
+        return cached if cached is not None else live_states([obj.pk]).get(obj.pk, NOT_AVAILABLE)
+
+    def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
+        new_key = form.cleaned_data.get("new_api_key")
+        if new_key:
+            obj.set_api_key(new_key)
+        super().save_model(request, obj, form, change)
+
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Deployment], on: bool) -> None:
+        changed = 0
+        for deployment in queryset.exclude(enabled=on):
+            # save() per row, not queryset.update(): the post_save signal bumps CatalogVersion.
+            deployment.enabled = on
+            deployment.save(update_fields=["enabled", "updated_at"])
+            changed += 1
+        verb = "enabled" if on else "disabled"
+        self.message_user(
+            request,
+            f"{changed} deployment(s) {verb}; routing follows within seconds.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Enable the selected deployments")
+    def enable_deployments(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable the selected deployments")
+    def disable_deployments(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> None:
+        self._set_enabled(request, queryset, False)

@@ -1,0 +1,119 @@
+// Live request log: rows pushed over /ws/requests/?org=<id> are prepended to the table.
+// Rows are built with textContent only, so nothing a caller sent (a model name) becomes markup.
+(function () {
+  "use strict";
+  var table = document.getElementById("request-log");
+  var status = document.getElementById("live-status");
+  if (!table || !table.dataset.wsPath || !("WebSocket" in window)) return;
+  var body = table.tBodies[0];
+  var MAX_ROWS = 50;
+  var filters = {
+    key: table.dataset.filterKey || "",
+    model: (table.dataset.filterModel || "").toLowerCase(),
+    status: table.dataset.filterStatus || ""
+  };
+
+  function setStatus(state, text) {
+    if (!status) return;
+    status.dataset.state = state;
+    status.textContent = text;
+  }
+
+  function compact(n) {
+    var units = [[1e9, "B"], [1e6, "M"], [1e3, "k"]];
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(n) >= units[i][0]) {
+        return (n / units[i][0]).toFixed(1).replace(/\.0$/, "") + units[i][1];
+      }
+    }
+    return String(n);
+  }
+
+  function cell(text, className, title) {
+    var td = document.createElement("td");
+    if (className) td.className = className;
+    if (title) td.title = title;
+    if (text instanceof Node) td.appendChild(text); else td.textContent = text;
+    return td;
+  }
+
+  function badge(text, className, title) {
+    var span = document.createElement("span");
+    span.className = "badge " + className;
+    span.textContent = text;
+    if (title) span.title = title;
+    return span;
+  }
+
+  function matches(row) {
+    if (filters.key && String(row.key_id) !== filters.key) return false;
+    if (filters.status && row.status !== filters.status) return false;
+    if (filters.model && String(row.model_id).toLowerCase() !== filters.model &&
+        String(row.model_name).toLowerCase() !== filters.model) return false;
+    return true;
+  }
+
+  function render(row) {
+    var tr = document.createElement("tr");
+    tr.dataset.requestId = row.request_id;
+    tr.className = "live-new";
+    var time = document.createElement("time");
+    time.dateTime = row.created_at;
+    time.textContent = new Date(row.created_at).toISOString().slice(0, 19).replace("T", " ");
+    tr.appendChild(cell(time, "nowrap"));
+    tr.appendChild(cell(row.request_id, "mono small"));
+    var model = document.createElement("span");
+    model.textContent = row.model_name;
+    if (String(row.model_name).toLowerCase() !== String(row.model_id).toLowerCase()) {
+      var canonical = document.createElement("div");
+      canonical.className = "muted small";
+      canonical.textContent = row.model_id;
+      model.appendChild(canonical);
+    }
+    tr.appendChild(cell(model));
+    tr.appendChild(cell(row.key_prefix ? row.key_prefix + "…" : "deleted", "mono small"));
+    tr.appendChild(cell(badge(row.status === "ok" ? "ok" : "client disconnected", "status-" + row.status)));
+    var input = row.input_tokens + row.cache_read_tokens + row.cache_write_tokens;
+    tr.appendChild(cell(compact(input) + " / " + compact(row.output_tokens), "num",
+      "input " + row.input_tokens + " · output " + row.output_tokens + " · cache read " +
+      row.cache_read_tokens + " · cache write " + row.cache_write_tokens));
+    tr.appendChild(cell("$" + row.cost_usd, "num mono"));
+    tr.appendChild(cell(row.output_exact ? badge("exact", "exact") :
+      badge("estimated", "estimated", "The client disconnected before the end; output tokens are an estimate.")));
+    tr.appendChild(cell(row.latency_ms + " ms", "num"));
+    var deployment = document.createElement("span");
+    deployment.textContent = row.deployment || "—";
+    if (row.attempts > 1) {
+      deployment.appendChild(document.createTextNode(" "));
+      deployment.appendChild(badge(row.attempts + " attempts", "warn"));
+    }
+    tr.appendChild(cell(deployment));
+    return tr;
+  }
+
+  function onRow(row) {
+    if (!row || !row.request_id || !matches(row)) return;
+    var selector = 'tr[data-request-id="' + CSS.escape(row.request_id) + '"]';
+    if (body.querySelector(selector)) return;  // already rendered (reconnect, reload race)
+    var empty = body.querySelector("tr.empty-row");
+    if (empty) empty.remove();
+    body.insertBefore(render(row), body.firstChild);
+    while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
+  }
+
+  var delay = 1000;
+  function connect() {
+    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + window.location.host + table.dataset.wsPath);
+    socket.onopen = function () { delay = 1000; setStatus("live", "live"); };
+    socket.onmessage = function (event) {
+      try { onRow(JSON.parse(event.data)); } catch (e) { /* a bad frame must not stop the feed */ }
+    };
+    socket.onclose = function () {
+      setStatus("offline", "reconnecting…");
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 30000);  // back off so a down server is not hammered
+    };
+  }
+  connect();
+})();

@@ -1,0 +1,244 @@
+"""The operator console: grant credit writes a ledger entry; secrets never reach a page."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from accounts.models import ApiKey
+from billing.models import LedgerEntry, UsageRecord
+from catalog.models import Deployment, Model
+from tests.dashboard.conftest import World
+
+PROVIDER_KEY = "sk-ant-provider-SECRET-0123456789"
+
+
+@pytest.fixture
+def operator(db: Any) -> Client:
+    admin = get_user_model().objects.create_superuser("ops", "ops@example.test", "ops-pass-12345")
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+@pytest.fixture
+def deployment(db: Any) -> Deployment:
+    deployment = Deployment(name="primary", base_url="https://api.example.test")
+    deployment.set_api_key(PROVIDER_KEY)
+    deployment.save()
+    return deployment
+
+
+def _html(response) -> str:  # type: ignore[no-untyped-def]
+    return response.content.decode()
+
+
+def test_grant_credit_action_writes_a_ledger_entry(world: World, operator: Client) -> None:
+    org = world.a.org
+    url = reverse("admin:accounts_organization_changelist")
+    before = org.balance_nano
+    # Step 1: the action shows the intermediate form (and changes nothing yet).
+    form_page = operator.post(
+        url, {"action": "grant_credit_action", ACTION_CHECKBOX_NAME: [org.pk]}
+    )
+    assert form_page.status_code == 200
+    html = _html(form_page)
+    assert "Amount (USD)" in html and "Memo" in html
+    nonce = re.search(r'name="nonce" value="([0-9a-f]+)"', html)
+    assert nonce
+    assert LedgerEntry.objects.filter(org=org).count() == 1
+    # Step 2: apply.
+    data = {
+        "action": "grant_credit_action",
+        ACTION_CHECKBOX_NAME: [org.pk],
+        "apply": "1",
+        "amount_usd": "12.345",
+        "memo": "invoice 42",
+        "nonce": nonce.group(1),
+    }
+    response = operator.post(url, data)
+    assert response.status_code == 302
+    entry = LedgerEntry.objects.get(org=org, memo="invoice 42")
+    assert entry.kind == LedgerEntry.Kind.CREDIT and entry.amount_nano == 12_345_000_000
+    assert entry.created_by == "ops"
+    org.refresh_from_db()
+    assert org.balance_nano == before + 12_345_000_000
+    # A double submit (same form, same nonce) does not credit twice.
+    operator.post(url, data)
+    org.refresh_from_db()
+    assert org.balance_nano == before + 12_345_000_000
+    assert LedgerEntry.objects.filter(org=org, memo="invoice 42").count() == 1
+    # The customer sees it.
+    customer = world.client(world.member_a)
+    assert "$62.345" in _html(customer.get(reverse("dashboard:balance")))
+    assert "invoice 42" in _html(customer.get(reverse("dashboard:balance")))
+    # The org list shows the balance in USD.
+    assert "$62.345" in _html(operator.get(url))
+
+
+def test_grant_credit_rejects_bad_amounts(world: World, operator: Client) -> None:
+    url = reverse("admin:accounts_organization_changelist")
+    for amount in ("0", "-5", "abc", "0.0000000001", "2000000"):
+        response = operator.post(
+            url,
+            {
+                "action": "grant_credit_action",
+                ACTION_CHECKBOX_NAME: [world.a.org.pk],
+                "apply": "1",
+                "amount_usd": amount,
+                "memo": "m",
+                "nonce": "n" * 32,
+            },
+        )
+        assert response.status_code == 200, amount  # the form again, with an error
+    assert LedgerEntry.objects.filter(memo="m").count() == 0
+
+
+def test_balance_is_read_only_in_admin(world: World, operator: Client) -> None:
+    org = world.a.org
+    url = reverse("admin:accounts_organization_change", args=[org.pk])
+    html = _html(operator.get(url))
+    assert 'name="balance_nano"' not in html
+    operator.post(
+        url,
+        {
+            "name": org.name,
+            "balance_nano": "999999999999999",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+        },
+    )
+    org.refresh_from_db()
+    assert org.balance_nano == 50_000_000_000
+
+
+def test_admin_never_renders_key_hashes(world: World, operator: Client) -> None:
+    key = world.a.key
+    pages = [
+        reverse("admin:accounts_apikey_changelist"),
+        reverse("admin:accounts_apikey_change", args=[key.pk]),
+        reverse("admin:accounts_organization_change", args=[world.a.org.pk]),
+        reverse("admin:billing_usagerecord_changelist"),
+        reverse(
+            "admin:billing_usagerecord_change",
+            args=[UsageRecord.objects.get(request_id=world.a.request_id).pk],
+        ),
+    ]
+    for url in pages:
+        response = operator.get(url)
+        assert response.status_code == 200, url
+        html = _html(response)
+        assert key.key_hash not in html, url
+        assert world.a.secret not in html, url
+        assert "key_hash" not in html, url
+    assert key.prefix in _html(operator.get(pages[0]))
+    assert operator.get(reverse("admin:accounts_apikey_add")).status_code == 403
+
+
+def test_admin_revoke_and_limits(world: World, operator: Client) -> None:
+    key = world.a.key
+    url = reverse("admin:accounts_apikey_change", args=[key.pk])
+    response = operator.post(url, {"name": "renamed", "rpm_limit": "5", "spend_cap_usd": "1.5"})
+    assert response.status_code == 302
+    key.refresh_from_db()
+    assert (key.name, key.rpm_limit, key.spend_cap_nano) == ("renamed", 5, 1_500_000_000)
+    operator.post(
+        reverse("admin:accounts_apikey_changelist"),
+        {"action": "revoke_keys", ACTION_CHECKBOX_NAME: [key.pk]},
+    )
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert ApiKey.objects.get(pk=world.b.key.pk).revoked_at is None
+
+
+def test_provider_key_is_write_only(operator: Client, deployment: Deployment) -> None:
+    change = reverse("admin:catalog_deployment_change", args=[deployment.pk])
+    for url in (reverse("admin:catalog_deployment_changelist"), change):
+        response = operator.get(url)
+        assert response.status_code == 200
+        html = _html(response)
+        assert PROVIDER_KEY not in html and deployment.api_key_encrypted not in html
+        assert "…6789" in html  # the hint
+    html = _html(operator.get(reverse("admin:catalog_deployment_changelist")))
+    # The live-state column renders: counts from the limiter, or "n/a" when it cannot say.
+    assert re.search(r"(\d+|n/a) in flight · (healthy|cooling \d+s|cooldown n/a)", html)
+    form = {
+        "name": "primary",
+        "kind": "anthropic",
+        "base_url": "https://api2.example.test/",
+        "weight": "2",
+        "enabled": "on",
+        "max_concurrency": "10",
+        "serves_all_models": "on",
+        "new_api_key": "",
+        "models-TOTAL_FORMS": "0",
+        "models-INITIAL_FORMS": "0",
+    }
+    assert operator.post(change, form).status_code == 302
+    deployment.refresh_from_db()
+    assert deployment.get_api_key() == PROVIDER_KEY  # empty field keeps the key
+    assert deployment.base_url == "https://api2.example.test"
+    assert (
+        operator.post(change, {**form, "new_api_key": "sk-new-key-abcdefWXYZ"}).status_code == 302
+    )
+    deployment.refresh_from_db()
+    assert deployment.get_api_key() == "sk-new-key-abcdefWXYZ"
+    assert deployment.api_key_hint == "…WXYZ"
+    # A new deployment needs a key.
+    add = reverse("admin:catalog_deployment_add")
+    response = operator.post(add, {**form, "name": "second", "new_api_key": ""})
+    assert response.status_code == 200 and not Deployment.objects.filter(name="second").exists()
+
+
+def test_enable_disable_actions_bump_the_catalog(operator: Client, deployment: Deployment) -> None:
+    from catalog.models import CatalogVersion
+
+    def version() -> int:
+        return CatalogVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+
+    before = version()
+    url = reverse("admin:catalog_deployment_changelist")
+    operator.post(url, {"action": "disable_deployments", ACTION_CHECKBOX_NAME: [deployment.pk]})
+    deployment.refresh_from_db()
+    assert not deployment.enabled and version() > before
+    operator.post(url, {"action": "enable_deployments", ACTION_CHECKBOX_NAME: [deployment.pk]})
+    deployment.refresh_from_db()
+    assert deployment.enabled
+
+
+def test_price_change_never_rewrites_usage(world: World, operator: Client) -> None:
+    from catalog.services import load_catalog
+
+    load_catalog()
+    model = Model.objects.get(id="anthropic/claude-sonnet-5-5")
+    record = UsageRecord.objects.get(request_id=world.a.request_id)
+    url = reverse("admin:catalog_model_change", args=[model.pk])
+    html = _html(operator.get(url))
+    assert "Prices (USD per million tokens)" in html
+    model.price_input = 99
+    model.save()
+    record.refresh_from_db()
+    assert record.prices["input"] == "3" and record.cost_nano == 6_000_000
+
+
+@pytest.mark.parametrize("model_name", ["usagerecord", "ledgerentry"])
+def test_usage_and_ledger_are_read_only(world: World, operator: Client, model_name: str) -> None:
+    obj = (
+        (UsageRecord if model_name == "usagerecord" else LedgerEntry)
+        .objects.filter(org=world.a.org)
+        .first()
+    )
+    assert obj is not None
+    base = f"admin:billing_{model_name}"
+    assert operator.get(reverse(f"{base}_changelist")).status_code == 200
+    assert operator.get(reverse(f"{base}_add")).status_code == 403
+    assert operator.get(reverse(f"{base}_delete", args=[obj.pk])).status_code == 403
+    change = operator.get(reverse(f"{base}_change", args=[obj.pk]))
+    assert change.status_code == 200 and 'name="_save"' not in _html(change)
+    assert operator.post(reverse(f"{base}_change", args=[obj.pk]), {}).status_code == 403

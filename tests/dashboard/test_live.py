@@ -1,0 +1,168 @@
+"""The live request feed: /ws/requests/?org=<id> through the real ASGI stack (session auth).
+
+Only members of an org may join its feed, and a feed only ever carries its own org's rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from billing import live
+from billing.dashboard_selectors import request_row
+from billing.models import UsageRecord
+from tests.dashboard.conftest import World
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The consumer queries from a worker thread; with CONN_MAX_AGE (Postgres) that thread would
+    # keep its connection open and block dropping the test database at the end of the session.
+    from django.db import connections
+
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+
+
+def _cookie(user: Any) -> bytes:
+    client = Client()
+    client.force_login(user)
+    name = settings.SESSION_COOKIE_NAME
+    return f"{name}={client.cookies[name].value}".encode()
+
+
+async def _connect(
+    org_id: int | str, cookie: bytes | None, origin: tuple[bytes, bytes] = ORIGIN
+) -> tuple[WebsocketCommunicator, bool, Any]:
+    from ezat.asgi import application
+
+    headers = [origin]
+    if cookie is not None:
+        headers.append((b"cookie", cookie))
+    communicator = WebsocketCommunicator(
+        application, f"/ws/requests/?org={org_id}", headers=headers
+    )
+    connected, code = await communicator.connect(timeout=5)
+    return communicator, connected, code
+
+
+def _row(world: World, who: str) -> dict[str, Any]:
+    tenant = world.a if who == "a" else world.b
+    return request_row(
+        UsageRecord.objects.select_related("api_key").get(request_id=tenant.request_id)
+    )
+
+
+@pytest.fixture
+def cookies(world: World) -> dict[str, bytes]:
+    return {
+        "owner_a": _cookie(world.a.owner),
+        "member_a": _cookie(world.member_a),
+        "owner_b": _cookie(world.b.owner),
+    }
+
+
+async def test_member_receives_own_org_rows_only(world: World, cookies: dict[str, bytes]) -> None:
+    row_a = await sync_to_async(_row)(world, "a")
+    row_b = await sync_to_async(_row)(world, "b")
+    feed_a, ok_a, _ = await _connect(world.a.org.pk, cookies["member_a"])
+    feed_b, ok_b, _ = await _connect(world.b.org.pk, cookies["owner_b"])
+    assert ok_a and ok_b
+    await live.publish_request(world.a.org.pk, row_a)
+    await live.publish_request(world.b.org.pk, row_b)
+    assert await feed_a.receive_json_from(timeout=2) == row_a
+    assert await feed_b.receive_json_from(timeout=2) == row_b
+    assert await feed_a.receive_nothing(timeout=0.3)
+    assert await feed_b.receive_nothing(timeout=0.3)
+    # The row has the shape the page's JavaScript renders.
+    assert row_a["request_id"] == world.a.request_id and row_a["key_prefix"] == world.a.key.prefix
+    assert row_a["cost_usd"] == "0.006000" and row_a["tokens"] == 1200
+    await feed_a.disconnect()
+    await feed_b.disconnect()
+
+
+async def test_non_members_are_refused(world: World, cookies: dict[str, bytes]) -> None:
+    for org_id, cookie in (
+        (world.a.org.pk, cookies["owner_b"]),  # another org's owner
+        (world.b.org.pk, cookies["owner_a"]),
+        (world.b.org.pk, cookies["member_a"]),
+        (world.a.org.pk, None),  # anonymous
+        ("abc", cookies["owner_a"]),  # garbage org id
+        (999_999, cookies["owner_a"]),  # no such org
+    ):
+        communicator, connected, _ = await _connect(org_id, cookie)
+        assert not connected, (org_id, cookie)
+        await communicator.disconnect()
+
+
+async def test_other_origins_are_refused(world: World, cookies: dict[str, bytes]) -> None:
+    # Cross-site WebSocket hijacking: a page on another site riding the session cookie.
+    communicator, connected, _ = await _connect(
+        world.a.org.pk, cookies["owner_a"], origin=(b"origin", b"https://evil.example")
+    )
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_publish_never_raises_and_counts_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
+            raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(live, "get_channel_layer", lambda: Broken())
+    before = live.PUBLISH_FAILURES._value.get()
+    await live.publish_request(1, {"request_id": "r"})
+    assert live.PUBLISH_FAILURES._value.get() == before + 1
+
+
+async def test_publish_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    class Stuck:
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
+            await asyncio.sleep(60)
+
+    monkeypatch.setattr(live, "get_channel_layer", lambda: Stuck())
+    monkeypatch.setattr(live, "PUBLISH_TIMEOUT_SECONDS", 0.05)
+    before = live.PUBLISH_FAILURES._value.get()
+    await asyncio.wait_for(live.publish_request(1, {"request_id": "r"}), timeout=2)
+    assert live.PUBLISH_FAILURES._value.get() == before + 1
+
+
+def test_row_from_usage_matches_row_from_record(world: World) -> None:
+    """The gateway builds rows from what it has in hand; they must match the page's rows."""
+    from billing.pricing import Prices, TokenCounts
+    from billing.recorder import UsageData
+
+    record = UsageRecord.objects.select_related("api_key").get(request_id=world.a.request_id)
+    data = UsageData(
+        request_id=record.request_id,
+        org_id=record.org_id,
+        key_id=record.api_key_id,
+        api="chat",
+        stream=False,
+        model_id=record.model_id,
+        model_name=record.model_name,
+        deployment=record.deployment,
+        tokens=TokenCounts(input=1000, output=200),
+        prices=Prices(3_000_000, 15_000_000, 300_000, 3_750_000, 6_000_000),
+        started_at=record.started_at,
+        latency_ms=record.latency_ms,
+        attempts=record.attempts,
+    )
+    from_usage = live.row_from_usage(
+        data,
+        request_id=record.request_id,
+        cost_nano=record.cost_nano,
+        key_prefix=world.a.key.prefix,
+        created_at=record.created_at,
+    )
+    assert from_usage == request_row(record)
