@@ -22,6 +22,13 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+
+if settings.EZAT_SERVE_STATIC:
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    django_app = ASGIStaticFilesHandler(django_app)
+
 from ezat.routing import websocket_urlpatterns  # noqa: E402
 from gateway.app import GatewayApp  # noqa: E402
 

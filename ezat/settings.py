@@ -193,5 +193,7 @@ EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
 EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
 # Image URLs: loopback hosts are refused unless a test turns this on.
 EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
+# Serve /static/ from the app itself (quickstart, single box); behind a CDN/proxy turn it off.
+EZAT_SERVE_STATIC = env.bool("EZAT_SERVE_STATIC", default=DEBUG)
 # Fernet key material for provider API keys at rest (defaults to one derived from SECRET_KEY).
 EZAT_ENCRYPTION_KEY = env.str("EZAT_ENCRYPTION_KEY", default="")

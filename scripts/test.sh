@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite. Uses DATABASE_URL / REDIS_URL when set (CI: PostgreSQL + Redis),
+# else the embedded default. pytest's "no tests collected" (exit 5) is a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh || exit 1
+if [ ! -x /usr/bin/chromium ]; then
+    echo "==> installing Debian's chromium for the browser tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+        || { echo "chromium is required for the browser tests (apt-get install chromium)"; exit 1; }
+fi
+mkdir -p artifacts
+.venv/bin/ruff check . || exit 1
+.venv/bin/python -m pytest "$@"
+status=$?
+if [ $status -eq 5 ]; then
+    echo "pytest collected no tests: failing" >&2
+    exit 1
+fi
+exit $status

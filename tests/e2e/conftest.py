@@ -1,0 +1,254 @@
+"""The running stack for end-to-end tests: the real gateway (uvicorn subprocess, the production
+ASGI app) in front of real simulator servers, sharing the pytest-django test database.
+
+Customers' SDKs drive the gateway over HTTP; tests read what the simulators received through
+their control API and what was billed through the ORM.
+
+Data is created outside test transactions (committed, visible to the gateway process), so e2e
+tests never use the `db`/`transactional_db` fixtures: each test gets its own org and key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.simulator.testing import SimulatorThread
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_KEYS = ("sk-sim-a", "sk-sim-b", "sk-sim-c")
+E2E_REDIS_DB = 12
+
+# Knobs shortened so fault tests run in seconds, not minutes.
+GATEWAY_ENV = {
+    "EZAT_PING_INTERVAL": "1.0",
+    "EZAT_STREAM_OPEN_AFTER": "1.5",
+    "EZAT_ATTEMPT_START_DEADLINE": "3",
+    "EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT": "3",
+    "EZAT_DISCONNECT_DRAIN_SECONDS": "3",
+    "EZAT_KEY_CACHE_TTL": "0.5",
+    "EZAT_CATALOG_POLL_INTERVAL": "0.5",
+    "EZAT_IMAGE_ALLOW_LOOPBACK": "true",
+    "EZAT_COOLDOWN_FAILURES": "3",
+    "EZAT_COOLDOWN_SECONDS": "30",
+    "LOG_LEVEL": "WARNING",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url(settings_dict: dict[str, Any]) -> str:
+    engine = settings_dict["ENGINE"]
+    if engine.endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    if engine.endswith("postgresql"):
+        user = settings_dict.get("USER") or "postgres"
+        password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+        host = settings_dict.get("HOST") or "127.0.0.1"
+        port = settings_dict.get("PORT") or 5432
+        return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+    raise RuntimeError(f"e2e tests do not support {engine}")
+
+
+def e2e_redis_url() -> str:
+    base = os.environ.get("REDIS_URL", "")
+    if not base:
+        return ""
+    return (
+        base.rsplit("/", 1)[0] + f"/{E2E_REDIS_DB}"
+        if base.count("/") >= 3
+        else f"{base}/{E2E_REDIS_DB}"
+    )
+
+
+@dataclass
+class GatewayProcess:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def start_gateway(
+    db_url: str, redis_url: str, tmp: Path, extra_env: dict[str, str] | None = None
+) -> GatewayProcess:
+    port = free_port()
+    env = {**os.environ, **GATEWAY_ENV, "DATABASE_URL": db_url, **(extra_env or {})}
+    env["REDIS_URL"] = redis_url
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    log_path = tmp / f"gateway-{port}.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "ezat.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    gateway = GatewayProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"gateway exited early:\n{gateway.log()}")
+        try:
+            if httpx.get(gateway.url + "/healthz", timeout=1).status_code == 200:
+                return gateway
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    gateway.stop()
+    raise RuntimeError(f"gateway did not become healthy:\n{gateway.log()}")
+
+
+@dataclass
+class Stack:
+    gateway: GatewayProcess
+    sims: dict[str, SimulatorThread]  # deployment name → simulator
+    blocker: Any
+    _counter: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    @property
+    def sim(self) -> SimulatorThread:
+        """The main deployment, serving every catalog model."""
+        return self.sims["sim-a"]
+
+    def new_key(
+        self, *, credit_usd: str = "100", rpm: int | None = 10_000, cap_usd: str | None = None
+    ) -> Key:
+        from accounts.services import create_api_key, create_org
+        from billing.pricing import usd_to_nano
+        from billing.services import grant_credit
+
+        with self.blocker.unblock():
+            org = create_org(
+                name=f"e2e-org-{os.getpid()}-{next(self._counter)}-{time.monotonic_ns()}"
+            )
+            if Decimal(credit_usd) > 0:
+                grant_credit(org=org, amount_nano=usd_to_nano(Decimal(credit_usd)), memo="e2e")
+            new = create_api_key(
+                org=org,
+                name="e2e",
+                rpm_limit=rpm,
+                spend_cap_nano=usd_to_nano(Decimal(cap_usd)) if cap_usd is not None else None,
+            )
+        return Key(secret=new.secret, org_id=org.pk, key_id=new.key.pk)
+
+    def usage(self, **filters: Any) -> list[Any]:
+        from billing.models import UsageRecord
+
+        with self.blocker.unblock():
+            return list(UsageRecord.objects.filter(**filters).order_by("id"))
+
+    def reset_sims(self) -> None:
+        for sim in self.sims.values():
+            sim.reset()
+
+
+@dataclass(frozen=True)
+class Key:
+    secret: str
+    org_id: int
+    key_id: int
+
+
+ROUTING_MODELS = ("test/routed-ab", "test/routed-abc")
+
+
+def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
+    from catalog.models import Model
+    from catalog.services import load_catalog, upsert_deployment
+
+    load_catalog()
+    base = Model.objects.get(id="anthropic/claude-sonnet-5-5")
+    for model_id in ROUTING_MODELS:
+        clone = Model.objects.filter(id=model_id).first() or Model(id=model_id)
+        for field_ in Model._meta.concrete_fields:
+            if field_.name not in ("id", "created_at", "updated_at"):
+                setattr(clone, field_.attname, getattr(base, field_.attname))
+        clone.name = model_id
+        clone.save()
+    upsert_deployment(name="sim-a", base_url=sims["sim-a"].url, api_key=SIM_KEYS[0])
+    upsert_deployment(
+        name="sim-b",
+        base_url=sims["sim-b"].url,
+        api_key=SIM_KEYS[1],
+        model_ids=list(ROUTING_MODELS),
+    )
+    upsert_deployment(
+        name="sim-c", base_url=sims["sim-c"].url, api_key=SIM_KEYS[2], model_ids=["test/routed-abc"]
+    )
+
+
+@pytest.fixture(scope="session")
+def stack(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    from django.db import connection
+
+    sims = {
+        name: SimulatorThread(api_key=key).start()
+        for name, key in zip(("sim-a", "sim-b", "sim-c"), SIM_KEYS, strict=True)
+    }
+    redis_url = e2e_redis_url()
+    if redis_url:
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()
+    with django_db_blocker.unblock():
+        _seed_catalog(sims)
+        db_url = database_url(connection.settings_dict)
+    gateway = start_gateway(db_url, redis_url, tmp_path_factory.mktemp("gateway"))
+    try:
+        yield Stack(gateway=gateway, sims=sims, blocker=django_db_blocker)
+    finally:
+        gateway.stop()
+        for sim in sims.values():
+            sim.stop()
+
+
+@pytest.fixture
+def e2e(stack: Stack) -> Stack:
+    """The stack with clean simulators (records and scripted faults) for this test."""
+    stack.reset_sims()
+    return stack
