@@ -1,0 +1,27 @@
+"""Celery tasks for billing. Thin: the work and its guarantees live in billing/reconcile.py."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from billing.reconcile import DEFAULT_BATCH_SIZE, reconcile_all
+
+# Bounds one run (100k records at the default batch size); beat's next tick continues.
+MAX_BATCHES_PER_RUN = 200
+
+
+@shared_task(
+    name="billing.tasks.reconcile_usage",
+    # Ack after the work: a worker lost mid-batch (its transaction rolled back) gets the message
+    # redelivered. Safe because reconciliation is idempotent: a redelivered or duplicated message
+    # finds the already-charged records reconciled and charges only what is still open.
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def reconcile_usage(
+    batch_size: int = DEFAULT_BATCH_SIZE, max_batches: int = MAX_BATCHES_PER_RUN
+) -> dict[str, int]:
+    """Charge unreconciled usage records to their orgs' ledgers (scheduled by beat)."""
+    # No autoretry: a failed run charged nothing, and beat runs the task again within seconds.
+    return reconcile_all(batch_size=batch_size, max_batches=max_batches).as_dict()
