@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from gateway.errors import GatewayError
 from gateway.handlers import messages, models
 from gateway.handlers.common import ANTHROPIC, OPENAI
 from gateway.http import ApiRequest, Receive, Scope, Send
+from gateway.metrics import SIDE_EFFECT_FAILURES
 from gateway.upstream import client
 
 logger = logging.getLogger(__name__)
@@ -64,11 +69,37 @@ class GatewayApp:
             request.close()
 
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        background: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                if settings.CELERY_TASK_ALWAYS_EAGER:
+                    # Embedded default: no broker, no beat. The gateway reconciles itself.
+                    background = asyncio.get_running_loop().create_task(_reconcile_forever())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if background is not None:
+                    background.cancel()
                 await client.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _reconcile_once() -> None:
+    from django.db import close_old_connections
+
+    from billing.reconcile import reconcile_all
+
+    close_old_connections()
+    reconcile_all(max_batches=50)
+
+
+async def _reconcile_forever() -> None:
+    interval = settings.CELERY_BEAT_SCHEDULE["reconcile-usage"]["schedule"]
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await sync_to_async(_reconcile_once, thread_sensitive=False)()
+        except Exception:  # the next round retries; reconciliation is idempotent
+            SIDE_EFFECT_FAILURES.labels("embedded_reconcile").inc()
+            logger.exception("embedded reconciliation failed")
