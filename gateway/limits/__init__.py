@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
+from django.conf import settings
+
 from gateway.limits.base import (
     AdmissionError,
-    Admitted,
     AdmitRequest,
+    Admitted,
     CapacityExhausted,
     InsufficientFunds,
     Limiter,
@@ -26,12 +30,63 @@ __all__ = [
     "RateLimited",
     "get_limiter",
     "notify_credit",
+    "reset_limiter",
 ]
 
+_limiter: Limiter | None = None
+_lock = threading.Lock()
 
-def get_limiter() -> Limiter:  # replaced by the limits work
-    raise NotImplementedError
+
+def _redis_prefix() -> str:
+    return str(getattr(settings, "EZAT_LIMITS_REDIS_PREFIX", "ezat:"))
+
+
+def get_limiter() -> Limiter:
+    """The process's limiter: Redis (shared by every process) if REDIS_URL is set, else local."""
+    global _limiter
+    limiter = _limiter
+    if limiter is None:
+        with _lock:
+            if _limiter is None:
+                url = getattr(settings, "REDIS_URL", "")
+                if url:
+                    from gateway.limits.redis import RedisLimiter
+
+                    _limiter = RedisLimiter(url, prefix=_redis_prefix())
+                else:
+                    from gateway.limits.local import LocalLimiter
+
+                    _limiter = LocalLimiter()
+            limiter = _limiter
+    return limiter
+
+
+def reset_limiter() -> None:
+    """Forget the singleton (tests; settings changed). Live holds in a local limiter are lost."""
+    global _limiter
+    with _lock:
+        _limiter = None
+    from gateway.limits.redis import close_sync_clients
+
+    close_sync_clients()
 
 
 def notify_credit(org_id: int, amount_nano: int) -> None:
-    """Tell live limiters about new credit so it is spendable at once (best effort)."""
+    """Tell live limiters about new credit so it is spendable at once (best effort).
+
+    Sync: runs in transaction.on_commit after a grant, in whatever process and thread made it.
+    With Redis, bumps the org's base if it is loaded (if not, the first admission reads the DB,
+    which has the credit). Locally, bumps this process's state if present. Either way the state is
+    also marked for a reread, and the periodic reseed heals a lost notification.
+    """
+    url = getattr(settings, "REDIS_URL", "")
+    if url:
+        from gateway.limits.redis import notify_credit_redis
+
+        notify_credit_redis(url, _redis_prefix(), org_id, amount_nano)
+        return
+    from gateway.limits.local import LocalLimiter
+
+    limiter = _limiter
+    if isinstance(limiter, LocalLimiter):
+        limiter.notify_credit(org_id, amount_nano)

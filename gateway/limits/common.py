@@ -1,0 +1,215 @@
+"""Pieces shared by the in-process and the Redis limiter: settings, calendar, metrics, seeding.
+
+Seeding protocol (identical in both implementations, see `SeedRunner`)
+----------------------------------------------------------------------
+Money state (org base, key month spend) lives in memory or Redis and is loaded from the DB when
+missing. Every state keeps `charged` (Σ costs settled since its last (re)seed) and `gen` (a token
+rotated by every seed write). A seed takes a *ticket* (the current `charged` = c0 and `gen`)
+atomically with the admission that discovered the need, THEN reads the DB, then writes
+`value = db ∓ (charged_now − c0)` only if `gen` is unchanged. Why this is never optimistic: the
+gateway writes the usage record before it settles, so a settle counted before the ticket has its
+record committed before the DB read started (included in `db`); a settle after the ticket is
+subtracted from `db` again, whether or not the read saw its record. The latter is the small
+conservative window: a record inserted before a reseed's DB read but settled after it is counted
+twice (the key/org looks poorer than it is) until the next reseed. It never overspends.
+
+Credit notifications bump the base immediately and also mark the state stale, so the next
+admission re-reads the DB in the background and heals the one race a notification cannot see
+(a reseed whose DB read lands between the grant's commit and its on_commit callback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+from django.conf import settings
+from django.db import DatabaseError
+from prometheus_client import Counter
+
+from gateway.limits.base import LimiterUnavailable
+
+logger = logging.getLogger("gateway.limits")
+
+FAIL_OPEN = Counter(
+    "ezat_limiter_fail_open_total",
+    "Free requests (count_tokens) admitted by the per-process fallback because Redis was down.",
+)
+ERRORS = Counter(
+    "ezat_limiter_errors_total",
+    "Limiter operations that failed and were swallowed (the lease/hold expires or a reseed heals).",
+    ["op"],
+)
+SEEDS = Counter(
+    "ezat_limiter_seeds_total", "Money state loaded from the database.", ["scope", "mode"]
+)
+
+# A settled request leaves a marker this long so a second settle is a no-op. After it lapses a
+# repeated settle would charge again: only the live counters (conservative), never the DB.
+SETTLED_MARKER_SECONDS = 300.0
+
+
+# --- settings (read at call time: the test `settings` fixture and live overrides apply) ----------
+def hold_ttl_seconds() -> float:
+    return float(getattr(settings, "EZAT_HOLD_TTL_SECONDS", 900))
+
+
+def reseed_seconds() -> float:
+    return float(getattr(settings, "EZAT_MONEY_RESEED_SECONDS", 30))
+
+
+def failopen_rpm(rpm_limit: int) -> int:
+    fraction = float(getattr(settings, "EZAT_FAILOPEN_RPM_FRACTION", 0.5))
+    return max(1, math.floor(rpm_limit * fraction))
+
+
+# --- calendar ------------------------------------------------------------------------------------
+def minute_window(now: float) -> tuple[int, float]:
+    """(index of the UTC calendar minute, epoch seconds when it ends)."""
+    minute = int(now // 60)
+    return minute, (minute + 1) * 60.0
+
+
+def retry_after(now: float, reset_at: float) -> int:
+    return max(1, math.ceil(reset_at - now))
+
+
+def month_id(now: float) -> str:
+    dt = datetime.fromtimestamp(now, UTC)
+    return f"{dt.year:04d}{dt.month:02d}"
+
+
+def month_bounds(month: str) -> tuple[datetime, datetime]:
+    """[first instant, first instant of the next month) of a "YYYYMM" month, UTC."""
+    year, mon = int(month[:4]), int(month[4:])
+    start = datetime(year, mon, 1, tzinfo=UTC)
+    end = datetime(year + (mon == 12), mon % 12 + 1, 1, tzinfo=UTC)
+    return start, end
+
+
+def month_ttl_seconds(month: str, now: float) -> int:
+    """Keep a key's month state a week past the month's end (late settles), then let it go."""
+    _, end = month_bounds(month)
+    return max(60, int(end.timestamp() - now) + 7 * 86400)
+
+
+# --- seeding -------------------------------------------------------------------------------------
+class MoneySource(Protocol):
+    """Where money state comes from when it is missing or stale (the DB: seed.DbMoneySource)."""
+
+    async def org_available(self, org_id: int) -> int: ...
+
+    async def key_month_spent(self, key_id: int, start: datetime, end: datetime) -> int: ...
+
+    def close(self) -> None:
+        """Release resources (DB connections); blocking; the source stays usable."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SeedTicket:
+    scope: Literal["org", "key"]
+    ident: int  # org id or key id
+    month: str  # "YYYYMM" for a key's month spend, "" for an org
+    charged: int  # c0: the state's `charged` when the ticket was taken (before the DB read)
+    gen: str  # the state's generation; the write applies only if unchanged
+    mode: Literal["init", "reseed"]
+
+    @property
+    def target(self) -> tuple[str, int, str]:
+        return (self.scope, self.ident, self.month)
+
+
+SeedWriter = Callable[[SeedTicket, int], Awaitable[bool]]
+
+
+class SeedRunner:
+    """Loads tickets from the DB and hands the values to the limiter's writer.
+
+    Initial seeds are awaited by the admission that needs them (single-flight per target within
+    the process, so a burst on a cold org makes one query). Reseeds run in the background, at
+    most one per target at a time; the admission that claimed the reseed is not delayed.
+    """
+
+    def __init__(self, money: MoneySource, write: SeedWriter) -> None:
+        self._money = money
+        self._write = write
+        # target -> task; init and reseed kept apart so an initial seed never waits on a
+        # reseed ticket that may be stale (e.g. Redis restarted under it).
+        self._init: dict[tuple[str, int, str], asyncio.Task[bool]] = {}
+        self._reseeding: dict[tuple[str, int, str], asyncio.Task[bool]] = {}
+        self._background: set[asyncio.Task[bool]] = set()
+
+    async def _load_and_write(self, ticket: SeedTicket) -> bool:
+        if ticket.scope == "org":
+            value = await self._money.org_available(ticket.ident)
+        else:
+            start, end = month_bounds(ticket.month)
+            value = await self._money.key_month_spent(ticket.ident, start, end)
+        written = await self._write(ticket, value)
+        if written:
+            SEEDS.labels(ticket.scope, ticket.mode).inc()
+        return written
+
+    async def seed(self, tickets: Iterable[SeedTicket]) -> None:
+        """Initial seeds. A DB failure fails the admission closed (money cannot be checked)."""
+        tasks = []
+        for ticket in tickets:
+            task = self._init.get(ticket.target)
+            if task is None:
+                task = asyncio.create_task(self._load_and_write(ticket))
+                self._track(self._init, ticket, task)
+            tasks.append(task)
+        try:
+            # shield: a cancelled (disconnected) request must not cancel the seed others await
+            await asyncio.shield(asyncio.gather(*tasks))
+        except DatabaseError as exc:
+            logger.warning("limits: seeding money state from the database failed: %s", exc)
+            raise LimiterUnavailable("balance and spend cannot be checked right now") from exc
+
+    def reseed_later(self, tickets: Iterable[SeedTicket]) -> None:
+        for ticket in tickets:
+            if ticket.target in self._reseeding or ticket.target in self._init:
+                continue
+            task = asyncio.create_task(self._reseed(ticket))
+            self._track(self._reseeding, ticket, task)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    def _track(
+        table: dict[tuple[str, int, str], asyncio.Task[bool]],
+        ticket: SeedTicket,
+        task: asyncio.Task[bool],
+    ) -> None:
+        table[ticket.target] = task
+
+        def forget(done: asyncio.Task[bool], key: tuple[str, int, str] = ticket.target) -> None:
+            if table.get(key) is done:
+                del table[key]
+
+        task.add_done_callback(forget)
+
+    async def _reseed(self, ticket: SeedTicket) -> bool:
+        # Swallowed on purpose: the state keeps working with its previous numbers and the next
+        # interval claims another reseed. Logged and counted.
+        try:
+            return await self._load_and_write(ticket)
+        except (DatabaseError, LimiterUnavailable) as exc:
+            ERRORS.labels("reseed").inc()
+            logger.warning("limits: background reseed of %s failed: %s", ticket.target, exc)
+            return False
+
+    async def wait_idle(self) -> None:
+        """Wait for background reseeds (tests, graceful shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.wait_idle()
+        await asyncio.to_thread(self._money.close)

@@ -1,0 +1,327 @@
+"""The in-process limiter: the embedded default (one process, SQLite); Redis's fail-open fallback.
+
+Every check-and-commit runs under one `threading.Lock` with no await inside, so it is atomic for
+the event loop and also for `notify_credit`, which arrives from whatever thread committed a
+credit grant. The lock is uncontended on the hot path (one loop thread), so it costs ~100 ns.
+
+The semantics mirror the Redis Lua script exactly (same seeding protocol, same refusal order,
+same hold and slot expiry); `tests/limits/test_limits_contract.py` runs one suite on both.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway.limits.base import (
+    AdmitRequest,
+    Admitted,
+    CapacityExhausted,
+    InsufficientFunds,
+    LimiterUnavailable,
+    RateInfo,
+    RateLimited,
+)
+from gateway.limits.common import (
+    SETTLED_MARKER_SECONDS,
+    MoneySource,
+    SeedRunner,
+    SeedTicket,
+    hold_ttl_seconds,
+    minute_window,
+    month_id,
+    reseed_seconds,
+    retry_after,
+)
+
+# Purging expired holds is amortised: at most this many per admission, like the Lua script.
+_PURGE_BATCH = 256
+
+
+@dataclass(slots=True)
+class _Hold:
+    amount: int
+    key_id: int
+    expires: float
+    settled: bool = False  # a marker left by settle() so a second settle is a no-op
+
+
+@dataclass(slots=True)
+class _OrgState:
+    base: int | None = None  # available money before holds; None = not seeded yet
+    charged: int = 0  # Σ settled cost since the last seed write (seeding arithmetic)
+    gen: int = 0
+    seeded_at: float = 0.0
+    held: int = 0
+    key_held: dict[int, int] = field(default_factory=dict)
+    holds: dict[str, _Hold] = field(default_factory=dict)
+    expiry: list[tuple[float, str]] = field(default_factory=list)  # heap, lazily deleted
+
+
+@dataclass(slots=True)
+class _KeyMonth:
+    spent: int | None = None
+    charged: int = 0
+    gen: int = 0
+    seeded_at: float = 0.0
+
+
+class LocalLimiter:
+    def __init__(
+        self,
+        *,
+        money: MoneySource | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if money is None:
+            from gateway.limits.seed import DbMoneySource
+
+            money = DbMoneySource()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._rpm: dict[int, tuple[int, int]] = {}  # key id -> (minute, count)
+        self._rpm_minute = -1
+        self._orgs: dict[int, _OrgState] = {}
+        self._months: dict[tuple[int, str], _KeyMonth] = {}
+        self._current_month = ""
+        self._slots: dict[int, dict[str, float]] = {}  # deployment -> request id -> lease end
+        self._seeder = SeedRunner(money, self._write_seed)
+
+    # --- admission --------------------------------------------------------------------------
+    async def admit(self, req: AdmitRequest) -> Admitted:
+        for attempt in range(2):
+            outcome = self._try_admit(req)
+            if isinstance(outcome, Admitted):
+                return outcome
+            if attempt == 0:
+                await self._seeder.seed(outcome)
+        raise LimiterUnavailable("money state could not be loaded")
+
+    def _try_admit(self, req: AdmitRequest) -> Admitted | list[SeedTicket]:
+        reseeds: list[SeedTicket] = []
+        try:
+            with self._lock:
+                return self._decide(req, self._clock(), reseeds)
+        finally:
+            if reseeds:  # claimed by this call, even if it was refused
+                self._seeder.reseed_later(reseeds)
+
+    def _decide(
+        self, req: AdmitRequest, now: float, reseeds: list[SeedTicket]
+    ) -> Admitted | list[SeedTicket]:
+        """Check everything, then commit everything; the caller holds the lock."""
+        minute, reset_at = minute_window(now)
+        limit = req.rpm_limit
+        self._prune(minute, now)
+        window = self._rpm.get(req.key_id)
+        count = window[1] if window is not None and window[0] == minute else 0
+        if count >= limit:
+            raise RateLimited(RateInfo(limit, 0, reset_at), retry_after(now, reset_at))
+        rate_now = RateInfo(limit, max(0, limit - count), reset_at)
+
+        org: _OrgState | None = None
+        if req.hold_nano > 0:
+            org = self._orgs.setdefault(req.org_id, _OrgState())
+            self._purge_holds(org, now)
+            km: _KeyMonth | None = None
+            month = self._current_month
+            need: list[SeedTicket] = []
+            if org.base is None:
+                need.append(SeedTicket("org", req.org_id, "", org.charged, str(org.gen), "init"))
+            if req.spend_cap_nano is not None:
+                km = self._months.setdefault((req.key_id, month), _KeyMonth())
+                if km.spent is None:
+                    need.append(
+                        SeedTicket("key", req.key_id, month, km.charged, str(km.gen), "init")
+                    )
+            if need or org.base is None:
+                return need
+            # Claimed whatever the outcome: an org refused for lack of money must still learn
+            # of credit granted elsewhere. seeded_at is bookkeeping, not consumed by the request.
+            reseed_after = reseed_seconds()
+            if now - org.seeded_at >= reseed_after:
+                org.seeded_at = now  # no second reseed until the next interval
+                reseeds.append(
+                    SeedTicket("org", req.org_id, "", org.charged, str(org.gen), "reseed")
+                )
+            if km is not None and now - km.seeded_at >= reseed_after:
+                km.seeded_at = now
+                reseeds.append(
+                    SeedTicket("key", req.key_id, month, km.charged, str(km.gen), "reseed")
+                )
+            cap = req.spend_cap_nano
+            if km is not None and km.spent is not None and cap is not None:
+                key_used = km.spent + org.key_held.get(req.key_id, 0)
+                if key_used + req.hold_nano > cap:
+                    raise InsufficientFunds("key_cap", rate_now)
+            if req.hold_nano > org.base - org.held:
+                raise InsufficientFunds("org_balance", rate_now)
+
+        chosen: int | None = None
+        for deployment_id, max_concurrency in req.candidates:
+            if len(self._live_slots(deployment_id, now)) < max_concurrency:
+                chosen = deployment_id
+                break
+        if req.candidates and chosen is None:
+            raise CapacityExhausted(rate_now, 1)
+
+        # Everything passed: commit rate, hold and slot together.
+        self._rpm[req.key_id] = (minute, count + 1)
+        ttl = hold_ttl_seconds()
+        if org is not None:
+            self._add_hold(org, req.request_id, req.key_id, req.hold_nano, now + ttl)
+        if chosen is not None:
+            self._slots.setdefault(chosen, {})[req.request_id] = now + ttl
+        return Admitted(RateInfo(limit, max(0, limit - count - 1), reset_at), chosen)
+
+    # --- holds ------------------------------------------------------------------------------
+    @staticmethod
+    def _release(org: _OrgState, hold: _Hold) -> None:
+        org.held -= hold.amount
+        left = org.key_held.get(hold.key_id, 0) - hold.amount
+        if left > 0:
+            org.key_held[hold.key_id] = left
+        else:
+            org.key_held.pop(hold.key_id, None)
+
+    def _add_hold(self, org: _OrgState, rid: str, key_id: int, amount: int, expires: float) -> None:
+        previous = org.holds.get(rid)
+        if previous is not None and not previous.settled:  # a re-admitted id replaces its hold
+            self._release(org, previous)
+        org.holds[rid] = _Hold(amount, key_id, expires)
+        org.held += amount
+        org.key_held[key_id] = org.key_held.get(key_id, 0) + amount
+        heapq.heappush(org.expiry, (expires, rid))
+
+    def _purge_holds(self, org: _OrgState, now: float) -> None:
+        heap = org.expiry
+        for _ in range(_PURGE_BATCH):
+            if not heap or heap[0][0] > now:
+                return
+            expires, rid = heapq.heappop(heap)
+            hold = org.holds.get(rid)
+            if hold is None or hold.expires != expires:  # superseded entry (lazy deletion)
+                continue
+            del org.holds[rid]
+            if not hold.settled:
+                self._release(org, hold)
+
+    async def settle(
+        self, request_id: str, *, key_id: int, org_id: int, hold_nano: int, cost_nano: int
+    ) -> None:
+        if hold_nano <= 0 and cost_nano <= 0:
+            return  # free request: nothing was held, nothing to charge
+        now = self._clock()
+        month = month_id(now)
+        with self._lock:
+            org = self._orgs.setdefault(org_id, _OrgState())
+            hold = org.holds.get(request_id)
+            if hold is not None and hold.settled:
+                return  # settled already: idempotent
+            if hold is not None:
+                self._release(org, hold)
+            marker = _Hold(0, key_id, now + SETTLED_MARKER_SECONDS, settled=True)
+            org.holds[request_id] = marker
+            heapq.heappush(org.expiry, (marker.expires, request_id))
+            if cost_nano > 0:
+                # `charged` moves even when the state is not seeded yet: a seed whose DB read is
+                # in flight subtracts it (see common.py).
+                org.charged += cost_nano
+                if org.base is not None:
+                    org.base -= cost_nano
+                km = self._months.setdefault((key_id, month), _KeyMonth())
+                km.charged += cost_nano
+                if km.spent is not None:
+                    km.spent += cost_nano
+
+    # --- seeding ----------------------------------------------------------------------------
+    async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
+        now = self._clock()
+        with self._lock:
+            state: _OrgState | _KeyMonth | None
+            if ticket.scope == "org":
+                state = self._orgs.get(ticket.ident)
+                current = None if state is None else state.base
+            else:
+                state = self._months.get((ticket.ident, ticket.month))
+                current = None if state is None else state.spent
+            if state is None or str(state.gen) != ticket.gen:
+                return False
+            if (ticket.mode == "init") != (current is None):
+                return False  # init: someone seeded first; reseed: state vanished
+            delta = max(0, state.charged - ticket.charged)
+            if isinstance(state, _OrgState):
+                state.base = value - delta
+            else:
+                state.spent = value + delta
+            state.charged = delta
+            state.gen += 1
+            state.seeded_at = now
+            return True
+
+    def notify_credit(self, org_id: int, amount_nano: int) -> None:
+        """New credit is spendable at once; the next admission also rereads the DB (common.py)."""
+        with self._lock:
+            org = self._orgs.get(org_id)
+            if org is not None and org.base is not None:
+                org.base += amount_nano
+                org.seeded_at = float("-inf")
+
+    async def wait_background(self) -> None:
+        await self._seeder.wait_idle()
+
+    async def aclose(self) -> None:
+        """Finish background reseeds and close the money source's DB connections."""
+        await self._seeder.aclose()
+
+    # --- capacity ---------------------------------------------------------------------------
+    def _live_slots(self, deployment_id: int, now: float) -> dict[str, float]:
+        slots = self._slots.get(deployment_id)
+        if slots is None:
+            return {}
+        # Leases are inserted in expiry order (constant TTL; a refresh re-inserts), so expired
+        # ones are at the front: the scan stops at the first live lease instead of walking all.
+        expired = []
+        for rid, until in slots.items():
+            if until > now:
+                break
+            expired.append(rid)
+        for rid in expired:
+            del slots[rid]
+        return slots
+
+    async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
+        now = self._clock()
+        with self._lock:
+            slots = self._live_slots(deployment_id, now)
+            if request_id in slots:
+                del slots[request_id]  # refresh: re-inserted at the end, keeping expiry order
+            elif len(slots) >= max_concurrency:
+                return False
+            self._slots.setdefault(deployment_id, slots)[request_id] = now + hold_ttl_seconds()
+            return True
+
+    async def release_slot(self, request_id: str, deployment_id: int) -> None:
+        with self._lock:
+            slots = self._slots.get(deployment_id)
+            if slots is not None:
+                slots.pop(request_id, None)
+
+    async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
+        now = self._clock()
+        with self._lock:
+            return {d: len(self._live_slots(d, now)) for d in deployment_ids}
+
+    # --- bounds -----------------------------------------------------------------------------
+    def _prune(self, minute: int, now: float) -> None:
+        """Drop finished minute windows and past months' spend, once per minute/month change."""
+        if minute != self._rpm_minute:
+            self._rpm_minute = minute
+            self._rpm = {k: w for k, w in self._rpm.items() if w[0] == minute}
+            month = month_id(now)
+            if month != self._current_month:
+                self._current_month = month
+                self._months = {k: m for k, m in self._months.items() if k[1] == month}

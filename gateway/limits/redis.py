@@ -1,0 +1,350 @@
+"""The Redis limiter: one Lua script per admission (one round trip), shared by every process.
+
+Failure policy when Redis cannot be reached (connection refused, timeout):
+- money fails CLOSED: an admission that holds money raises LimiterUnavailable (a 503);
+- free requests (hold 0: count_tokens) fail OPEN on a per-process fallback limiter allowing
+  `EZAT_FAILOPEN_RPM_FRACTION` of the key's RPM (conservative: N processes each allow a fraction),
+  counted in `ezat_limiter_fail_open_total`;
+- settle / release_slot are logged and counted, never raised: the hold or lease expires by itself.
+A short circuit breaker (`breaker_seconds`) stops every request from paying a connect timeout
+while Redis is down; the price is that recovery is noticed up to that long after Redis returns.
+
+A timeout after the script ran on the server means the request may be counted or hold money in
+Redis although the caller saw a failure: conservative, and the hold/slot expires with its TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Literal
+
+import redis as redis_sync
+import redis.asyncio as redis_async
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry as SyncRetry
+
+from gateway.limits import scripts
+from gateway.limits.base import (
+    AdmitRequest,
+    Admitted,
+    CapacityExhausted,
+    InsufficientFunds,
+    LimiterUnavailable,
+    RateInfo,
+    RateLimited,
+)
+from gateway.limits.common import (
+    ERRORS,
+    FAIL_OPEN,
+    SETTLED_MARKER_SECONDS,
+    MoneySource,
+    SeedRunner,
+    SeedTicket,
+    failopen_rpm,
+    hold_ttl_seconds,
+    month_id,
+    month_ttl_seconds,
+    reseed_seconds,
+    retry_after,
+)
+from gateway.limits.local import LocalLimiter
+
+logger = logging.getLogger("gateway.limits")
+
+# OSError covers the builtin TimeoutError and socket errors that escape redis-py's wrapping.
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class _CircuitOpen(RedisConnectionError):
+    """Redis failed moments ago; not retried until the breaker closes."""
+
+
+_ADMITTED, _RATE, _FUNDS, _CAPACITY, _NEED_SEED = 0, 1, 2, 3, 4
+
+
+def _client_kwargs(socket_timeout: float, connect_timeout: float) -> dict[str, Any]:
+    # redis-py's default retry is 10 attempts with backoff up to 1 s: seconds of stall per
+    # request when Redis is down. One immediate retry heals a pooled connection that Redis
+    # closed (restart, idle timeout) without hiding an outage.
+    return {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": connect_timeout,
+        "retry": AsyncRetry(NoBackoff(), 1),
+        "decode_responses": True,
+    }
+
+
+class _Conn:
+    """A client and its registered scripts, bound to one event loop (redis.asyncio requires it)."""
+
+    def __init__(self, url: str, socket_timeout: float, connect_timeout: float) -> None:
+        self.client = redis_async.Redis.from_url(
+            url, **_client_kwargs(socket_timeout, connect_timeout)
+        )
+        self.admit = self.client.register_script(scripts.ADMIT)
+        self.settle = self.client.register_script(scripts.SETTLE)
+        self.seed = self.client.register_script(scripts.SEED)
+        self.acquire = self.client.register_script(scripts.ACQUIRE_SLOT)
+        self.in_flight = self.client.register_script(scripts.IN_FLIGHT)
+
+
+class RedisLimiter:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "ezat:",
+        money: MoneySource | None = None,
+        clock: Callable[[], float] | None = None,
+        socket_timeout: float = 0.5,
+        connect_timeout: float = 0.25,
+        breaker_seconds: float = 1.0,
+    ) -> None:
+        if money is None:
+            from gateway.limits.seed import DbMoneySource
+
+            money = DbMoneySource()
+        self._url = url
+        self._p = prefix
+        self._clock = clock  # None: Redis's clock (TIME) decides windows and expiries
+        self._timeouts = (socket_timeout, connect_timeout)
+        self._breaker_seconds = breaker_seconds
+        self._down_until = 0.0  # monotonic
+        self._conn: _Conn | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._seeder = SeedRunner(money, self._write_seed)
+        # Per-process fallback for free requests while Redis is down (never used for money).
+        self._fallback = LocalLimiter(money=money, clock=clock or time.time)
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _redis(self) -> _Conn:
+        if time.monotonic() < self._down_until:
+            raise _CircuitOpen("circuit open after a recent failure")
+        loop = asyncio.get_running_loop()
+        if self._conn is None or self._loop is not loop:
+            self._conn = _Conn(self._url, *self._timeouts)
+            self._loop = loop
+        return self._conn
+
+    def _trip(self, op: str, exc: BaseException) -> None:
+        if isinstance(exc, _CircuitOpen):
+            return  # already open: re-tripping would keep it open for as long as traffic flows
+        self._down_until = time.monotonic() + self._breaker_seconds
+        logger.warning("limits: redis unreachable during %s: %s", op, exc)
+
+    def _now_arg(self) -> str:
+        return "" if self._clock is None else str(int(self._clock() * 1000))
+
+    def _wall(self) -> float:
+        return time.time() if self._clock is None else self._clock()
+
+    def _org_keys(self, org_id: int) -> list[str]:
+        base = f"{self._p}org:{org_id}"
+        return [base, f"{base}:hexp", f"{base}:hold"]
+
+    def _kmon_key(self, key_id: int, month: str) -> str:
+        return f"{self._p}kmon:{key_id}:{month}"
+
+    def _slot_key(self, deployment_id: int) -> str:
+        return f"{self._p}slots:{deployment_id}"
+
+    async def aclose(self) -> None:
+        """Finish background reseeds, close the Redis client and the money source."""
+        await self._seeder.aclose()
+        if self._conn is not None:
+            await self._conn.client.aclose()
+            self._conn = None
+
+    async def wait_background(self) -> None:
+        await self._seeder.wait_idle()
+
+    # --- admission --------------------------------------------------------------------------
+    async def admit(self, req: AdmitRequest) -> Admitted:
+        try:
+            for attempt in range(2):
+                res = await self._run_admit(req)
+                if int(res[0]) != _NEED_SEED:
+                    return self._outcome(req, res)
+                if attempt == 0:
+                    await self._seeder.seed(self._tickets(req, res, 4, "init"))
+            raise LimiterUnavailable("money state could not be loaded")
+        except UNREACHABLE as exc:
+            self._trip("admit", exc)
+            if req.hold_nano > 0:
+                raise LimiterUnavailable(
+                    "balance and spend limits cannot be checked right now"
+                ) from exc
+            FAIL_OPEN.inc()
+            return await self._fallback.admit(replace(req, rpm_limit=failopen_rpm(req.rpm_limit)))
+
+    async def _run_admit(self, req: AdmitRequest) -> list[Any]:
+        conn = self._redis()
+        month = month_id(self._wall())
+        org, hexp, hold = self._org_keys(req.org_id)
+        keys = [f"{self._p}rpm:{req.key_id}", org, hexp, hold, self._kmon_key(req.key_id, month)]
+        keys += [self._slot_key(d) for d, _ in req.candidates]
+        args: list[Any] = [
+            req.request_id,
+            req.key_id,
+            req.rpm_limit,
+            "" if req.spend_cap_nano is None else req.spend_cap_nano,
+            req.hold_nano,
+            int(hold_ttl_seconds() * 1000),
+            int(reseed_seconds() * 1000),
+            month_ttl_seconds(month, self._wall()),
+            self._now_arg(),
+        ]
+        args += [m for _, m in req.candidates]
+        res: list[Any] = await conn.admit(keys=keys, args=args)
+        res.append(month)  # for the tickets
+        return res
+
+    def _tickets(
+        self, req: AdmitRequest, res: list[Any], at: int, mode: Literal["init", "reseed"]
+    ) -> list[SeedTicket]:
+        """Tickets from a script reply: need-seed bits (init) or reseed flags (reseed)."""
+        month = res[-1]
+        if mode == "init":
+            bits = int(res[at])
+            org_t = (bits & 1, int(res[at + 1]), str(res[at + 2]))
+            key_t = (bits & 2, int(res[at + 3]), str(res[at + 4]))
+        else:
+            org_t = (int(res[at]), int(res[at + 1]), str(res[at + 2]))
+            key_t = (int(res[at + 3]), int(res[at + 4]), str(res[at + 5]))
+        out = []
+        if org_t[0]:
+            out.append(SeedTicket("org", req.org_id, "", org_t[1], org_t[2], mode))
+        if key_t[0]:
+            out.append(SeedTicket("key", req.key_id, month, key_t[1], key_t[2], mode))
+        return out
+
+    def _outcome(self, req: AdmitRequest, res: list[Any]) -> Admitted:
+        status, count, reset_ms, now_ms = (int(x) for x in res[:4])
+        limit = req.rpm_limit
+        reset_at = reset_ms / 1000
+        if status == _RATE:
+            raise RateLimited(RateInfo(limit, 0, reset_at), retry_after(now_ms / 1000, reset_at))
+        reseeds = self._tickets(req, res, 5, "reseed")  # claimed by this call, even if refused
+        if reseeds:
+            self._seeder.reseed_later(reseeds)
+        rate_now = RateInfo(limit, max(0, limit - count), reset_at)
+        if status == _FUNDS:
+            raise InsufficientFunds("key_cap" if int(res[4]) == 1 else "org_balance", rate_now)
+        if status == _CAPACITY:
+            raise CapacityExhausted(rate_now, 1)
+        chosen = int(res[4])
+        deployment = req.candidates[chosen - 1][0] if chosen else None
+        return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment)
+
+    async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
+        if ticket.scope == "org":
+            key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", "-", 0
+        else:
+            key, fld, sign = self._kmon_key(ticket.ident, ticket.month), "spent", ""
+            ttl = month_ttl_seconds(ticket.month, self._wall())
+        args = [fld, value, ticket.charged, ticket.gen, ticket.mode, sign, ttl, self._now_arg()]
+        try:
+            return bool(await self._redis().seed(keys=[key], args=args))
+        except UNREACHABLE as exc:
+            self._trip("seed", exc)
+            raise LimiterUnavailable("money state cannot be stored right now") from exc
+
+    # --- settlement -------------------------------------------------------------------------
+    async def settle(
+        self, request_id: str, *, key_id: int, org_id: int, hold_nano: int, cost_nano: int
+    ) -> None:
+        if hold_nano <= 0 and cost_nano <= 0:
+            return
+        month = month_id(self._wall())
+        keys = [*self._org_keys(org_id), self._kmon_key(key_id, month)]
+        args = [
+            request_id,
+            max(0, cost_nano),
+            int(SETTLED_MARKER_SECONDS * 1000),
+            month_ttl_seconds(month, self._wall()),
+            self._now_arg(),
+        ]
+        try:
+            await self._redis().settle(keys=keys, args=args)
+        except UNREACHABLE as exc:
+            # The hold expires with its TTL; the cost is in the usage record, so the next seed
+            # or reseed after Redis returns counts it. Swallowed, logged, counted.
+            self._trip("settle", exc)
+            ERRORS.labels("settle").inc()
+
+    # --- capacity ---------------------------------------------------------------------------
+    async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
+        try:
+            args = [request_id, max_concurrency, int(hold_ttl_seconds() * 1000), self._now_arg()]
+            res = await self._redis().acquire(keys=[self._slot_key(deployment_id)], args=args)
+            return bool(int(res))
+        except UNREACHABLE as exc:
+            # Failover of an already admitted request: fail open on the per-process slots.
+            self._trip("acquire_slot", exc)
+            FAIL_OPEN.inc()
+            return await self._fallback.acquire_slot(request_id, deployment_id, max_concurrency)
+
+    async def release_slot(self, request_id: str, deployment_id: int) -> None:
+        await self._fallback.release_slot(request_id, deployment_id)  # in case it was taken there
+        try:
+            await self._redis().client.zrem(self._slot_key(deployment_id), request_id)
+        except UNREACHABLE as exc:
+            self._trip("release_slot", exc)
+            ERRORS.labels("release_slot").inc()  # the lease expires with its TTL
+
+    async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
+        if not deployment_ids:
+            return {}
+        try:
+            keys = [self._slot_key(d) for d in deployment_ids]
+            counts = await self._redis().in_flight(keys=keys, args=[self._now_arg()])
+        except UNREACHABLE as exc:
+            self._trip("in_flight", exc)
+            raise LimiterUnavailable("concurrency counts are unavailable (Redis)") from exc
+        return {d: int(c) for d, c in zip(deployment_ids, counts, strict=True)}
+
+
+# --- credit notifications (sync: called from transaction.on_commit in any process) ------------
+_sync_clients: dict[str, redis_sync.Redis] = {}
+_sync_lock = threading.Lock()
+
+
+def _sync_client(url: str) -> redis_sync.Redis:
+    with _sync_lock:
+        client = _sync_clients.get(url)
+        if client is None:
+            kwargs = _client_kwargs(0.5, 0.25)
+            kwargs["retry"] = SyncRetry(NoBackoff(), 1)
+            client = redis_sync.Redis.from_url(url, **kwargs)
+            _sync_clients[url] = client
+        return client
+
+
+def notify_credit_redis(url: str, prefix: str, org_id: int, amount_nano: int) -> None:
+    """Make a credit spendable now if the org's state is loaded (if not, the seed reads it)."""
+    try:
+        client = _sync_client(url)
+        script = client.register_script(scripts.NOTIFY_CREDIT)  # EVALSHA, loads on NOSCRIPT
+        script(keys=[f"{prefix}org:{org_id}"], args=[amount_nano])
+    except UNREACHABLE as exc:
+        # Best effort: the credit is in the DB; the periodic reseed makes it spendable.
+        ERRORS.labels("notify_credit").inc()
+        logger.warning("limits: credit notification for org %s failed: %s", org_id, exc)
+
+
+def close_sync_clients() -> None:
+    with _sync_lock:
+        for client in _sync_clients.values():
+            client.close()
+        _sync_clients.clear()
+
+
+__all__ = ["RedisLimiter", "close_sync_clients", "notify_credit_redis"]

@@ -1,0 +1,223 @@
+"""RedisLimiter specifics: several processes sharing Redis, Redis down, key layout, big amounts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as redis_async
+from prometheus_client import REGISTRY
+
+from gateway.limits.base import (
+    Admitted,
+    CapacityExhausted,
+    InsufficientFunds,
+    LimiterUnavailable,
+    RateLimited,
+)
+from gateway.limits.redis import RedisLimiter
+from gateway.limits.seed import DbMoneySource
+from tests.limits.conftest import (
+    DEAD_REDIS_URL,
+    REDIS_URL,
+    FakeClock,
+    StaticMoney,
+    delete_prefix,
+    new_prefix,
+    orm,
+    req,
+)
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    p = new_prefix()
+    yield p
+    await delete_prefix(p)
+
+
+@pytest.fixture
+async def raw() -> AsyncIterator[redis_async.Redis]:
+    client = redis_async.Redis.from_url(REDIS_URL, decode_responses=True)
+    yield client
+    await client.aclose()
+
+
+async def close(*limiters: RedisLimiter) -> None:
+    for lim in limiters:
+        await lim.aclose()
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_rpm_exact_across_two_processes(prefix: str, clock: FakeClock) -> None:
+    a = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    b = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    try:
+        results = await asyncio.gather(
+            *(lim.admit(req(rpm_limit=60)) for _ in range(100) for lim in (a, b)),
+            return_exceptions=True,
+        )
+    finally:
+        await close(a, b)
+    assert sum(isinstance(r, Admitted) for r in results) == 60
+    assert sum(isinstance(r, RateLimited) for r in results) == 140
+
+
+async def test_100_concurrent_against_a_cap_covering_10(prefix: str, org_rows: dict) -> None:
+    """Cold state (both processes seed from the DB at once), Redis's own clock."""
+    hold, ids = 1_000, {"org_id": org_rows["org"].pk, "key_id": org_rows["key"].pk}
+    spent = org_rows["key_month_spent"]
+    cap = spent + 10 * hold
+    money = DbMoneySource()
+    a = RedisLimiter(REDIS_URL, prefix=prefix, money=money)
+    b = RedisLimiter(REDIS_URL, prefix=prefix, money=money)
+    from accounts.models import Organization
+
+    await orm(lambda: Organization.objects.filter(pk=ids["org_id"]).update(balance_nano=10**12))
+    try:
+        reqs = [req(**ids, hold_nano=hold, spend_cap_nano=cap) for _ in range(100)]
+        results = await asyncio.gather(
+            *((a if i % 2 else b).admit(r) for i, r in enumerate(reqs)), return_exceptions=True
+        )
+        admitted = [r for r, res in zip(reqs, results, strict=True) if isinstance(res, Admitted)]
+        assert len(admitted) == 10
+        assert all(
+            isinstance(res, InsufficientFunds) and res.scope == "key_cap"
+            for res in results
+            if not isinstance(res, Admitted)
+        )
+        # every admitted request costs its full hold: the cap is reached, never passed
+        await asyncio.gather(
+            *(a.settle(r.request_id, **ids, hold_nano=hold, cost_nano=hold) for r in admitted)
+        )
+        with pytest.raises(InsufficientFunds):
+            await b.admit(req(**ids, hold_nano=1, spend_cap_nano=cap))
+    finally:
+        await close(a, b)
+
+
+async def test_redis_down_free_requests_fail_open_money_fails_closed(settings) -> None:
+    settings.EZAT_FAILOPEN_RPM_FRACTION = 0.5
+    lim = RedisLimiter(DEAD_REDIS_URL, prefix="ezat:", money=StaticMoney())
+    before = sample("ezat_limiter_fail_open_total")
+    started = time.monotonic()
+    try:
+        admitted = [await lim.admit(req(rpm_limit=10, hold_nano=0)) for _ in range(5)]
+        assert [a.rate.limit for a in admitted] == [5] * 5  # floor(10 × 0.5), per process
+        with pytest.raises(RateLimited):
+            await lim.admit(req(rpm_limit=10, hold_nano=0))
+        assert sample("ezat_limiter_fail_open_total") - before == 6
+        with pytest.raises(LimiterUnavailable):
+            await lim.admit(req(hold_nano=1_000))
+        # an admitted request can still finish: neither settle nor release raises
+        errors = sample("ezat_limiter_errors_total", op="settle")
+        await lim.settle("x", key_id=1, org_id=1, hold_nano=1_000, cost_nano=10)
+        assert sample("ezat_limiter_errors_total", op="settle") - errors == 1
+        await lim.release_slot("x", 1)
+        with pytest.raises(LimiterUnavailable):
+            await lim.in_flight([1])
+    finally:
+        await lim.aclose()
+    assert time.monotonic() - started < 2  # no retry storm: every call fails fast
+
+
+async def test_redis_down_fallback_keeps_per_process_slots(settings) -> None:
+    lim = RedisLimiter(DEAD_REDIS_URL, money=StaticMoney(), breaker_seconds=0)
+    try:
+        first = req(key_id=2, candidates=((1, 1),))
+        assert (await lim.admit(first)).deployment_id == 1
+        with pytest.raises(CapacityExhausted):
+            await lim.admit(req(key_id=2, candidates=((1, 1),)))
+        await lim.release_slot(first.request_id, 1)
+        assert (await lim.admit(req(key_id=2, candidates=((1, 1),)))).deployment_id == 1
+        assert await lim.acquire_slot("failover", 2, 1) is True
+    finally:
+        await lim.aclose()
+
+
+async def test_state_lost_in_redis_is_reseeded(prefix: str, clock: FakeClock) -> None:
+    """Redis restarted (state gone): the next billable admission loads the numbers again."""
+    money = StaticMoney()
+    money.org[1] = 1_000
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=money, clock=clock)
+    try:
+        await lim.admit(req(hold_nano=1_000))
+        with pytest.raises(InsufficientFunds):
+            await lim.admit(req(hold_nano=1))
+        await delete_prefix(prefix)
+        await lim.admit(req(hold_nano=1_000))
+        assert money.calls == 2
+    finally:
+        await close(lim)
+
+
+async def test_amounts_above_2_pow_53_stay_exact(prefix: str, clock, raw) -> None:
+    money = StaticMoney()
+    big = 2**60 + 7  # ~1.15e9 USD in nano: beyond a double's exact integers
+    money.org[1] = big
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=money, clock=clock)
+    try:
+        r = req(hold_nano=3)
+        await lim.admit(r)
+        await lim.settle(r.request_id, key_id=1, org_id=1, hold_nano=3, cost_nano=5)
+        assert await raw.hget(f"{prefix}org:1", "base") == str(big - 5)
+        assert await raw.hget(f"{prefix}org:1", "held") == "0"
+    finally:
+        await close(lim)
+
+
+async def test_key_layout_is_prefixed_and_bounded(prefix: str, raw, settings) -> None:
+    settings.EZAT_HOLD_TTL_SECONDS = 1
+    money = StaticMoney()
+    money.org[1] = 10**9
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=money)  # Redis's clock
+    try:
+        a = req(request_id="a", hold_nano=10, spend_cap_nano=10**6, candidates=((5, 2),))
+        await lim.admit(a)
+        month = time.strftime("%Y%m", time.gmtime())
+        keys = {k async for k in raw.scan_iter(match=f"{prefix}*")}
+        assert keys == {
+            f"{prefix}rpm:1",
+            f"{prefix}org:1",
+            f"{prefix}org:1:hexp",
+            f"{prefix}org:1:hold",
+            f"{prefix}kmon:1:{month}",
+            f"{prefix}slots:5",
+        }
+        assert 0 < await raw.pttl(f"{prefix}rpm:1") <= 120_000
+        assert await raw.ttl(f"{prefix}kmon:1:{month}") > 7 * 86400
+        assert await raw.hget(f"{prefix}org:1:hold", "a") == "10:1"
+        await asyncio.sleep(1.1)  # the hold (TTL 1 s) lapses; the next admission purges it
+        await lim.admit(req(request_id="b", key_id=2, hold_nano=10))
+        assert await raw.hkeys(f"{prefix}org:1:hold") == ["b"]
+        fields = await raw.hgetall(f"{prefix}org:1")
+        assert fields["held"] == "10" and "kh:1" not in fields and fields["kh:2"] == "10"
+    finally:
+        await close(lim)
+
+
+async def test_one_round_trip_per_admission(prefix: str, clock) -> None:
+    money = StaticMoney()
+    money.org[1] = 10**9
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=money, clock=clock)
+    calls: list[Any] = []
+    try:
+        await lim.admit(req(hold_nano=1, spend_cap_nano=10))  # seeds (cold)
+        conn = lim._redis()
+        original = conn.client.execute_command
+
+        async def counting(*args: Any, **kw: Any) -> Any:
+            calls.append(args[0])
+            return await original(*args, **kw)
+
+        conn.client.execute_command = counting  # type: ignore[method-assign]
+        await lim.admit(req(hold_nano=1, spend_cap_nano=10, candidates=((1, 5), (2, 5))))
+        assert calls == ["EVALSHA"]
+    finally:
+        await close(lim)
