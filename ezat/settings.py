@@ -188,6 +188,9 @@ EZAT_COOLDOWN_SECONDS = env.float("EZAT_COOLDOWN_SECONDS", default=30.0)
 # Limits and money.
 EZAT_HOLD_TTL_SECONDS = env.int("EZAT_HOLD_TTL_SECONDS", default=900)
 EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5)
+# Money state in the limiter is re-read from the database this often (heals cross-process drift).
+EZAT_MONEY_RESEED_SECONDS = env.float("EZAT_MONEY_RESEED_SECONDS", default=30.0)
+EZAT_LIMITS_REDIS_PREFIX = env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
 EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
 # Signed thinking blocks kept for OpenAI-format tool loops.
 EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
