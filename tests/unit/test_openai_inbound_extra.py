@@ -221,6 +221,12 @@ def test_caller_breakpoints_are_kept_and_none_added(fields: dict[str, Any], wher
     assert breakpoints(translate_request(chat(**fields), CAPS).body) == []
 
 
+def test_marker_on_a_dropped_empty_text_part_still_counts() -> None:
+    part = {**text(""), "cache_control": EPHEMERAL}
+    body = translate_request(chat(messages=[SYSTEM, user(part, text("x"))]), CACHING).body
+    assert breakpoints(body) == []
+
+
 def test_more_than_four_caller_breakpoints_are_refused() -> None:
     parts = [{**text(str(i)), "cache_control": EPHEMERAL} for i in range(5)]
     with pytest.raises(InvalidRequest) as info:
@@ -523,6 +529,10 @@ def check_invariants(result: TranslatedRequest, caps: ModelCaps) -> None:
         kinds = [block["type"] for block in turn["content"]]
         # tool_results lead their turn.
         assert kinds == sorted(kinds, key=lambda k: k != "tool_result")
+    for previous, turn in itertools.pairwise(body["messages"]):
+        asked = {b["id"] for b in previous["content"] if b["type"] == "tool_use"}
+        answered = {b["tool_use_id"] for b in turn["content"] if b["type"] == "tool_result"}
+        assert asked == answered
     assert len(breakpoints(body)) <= 4
     assert ("thinking" in body) == result.thinking
     if not caps.sampling or result.thinking:

@@ -190,6 +190,39 @@ MESSAGES: list[tuple[str, list[Any], list[Any] | None, list[Any]]] = [
         ],
     ),
     (
+        "system-between-call-and-result-is-hoisted",
+        [
+            USER,
+            {"role": "assistant", "tool_calls": [CALL]},
+            {"role": "system", "content": "S"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+        ],
+        [text("S")],
+        [
+            {"role": "user", "content": [text("hi")]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "call_1", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "ok"}],
+            },
+        ],
+    ),
+    (
+        "trailing-assistant-tool-call-is-a-prefill",
+        [USER, {"role": "assistant", "tool_calls": [CALL]}],
+        None,
+        [
+            {"role": "user", "content": [text("hi")]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "call_1", "name": "f", "input": {}}],
+            },
+        ],
+    ),
+    (
         "tool-results-come-before-user-text",
         [
             USER,

@@ -62,6 +62,46 @@ def parse_data_url(url: str, param: str) -> tuple[str, str]:
     return media_type.strip().lower(), data
 
 
+class _Turn:
+    """One Anthropic turn being built, with the tool call ids asked and answered in it."""
+
+    __slots__ = ("answers", "blocks", "calls", "results", "role")
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.results: list[dict[str, Any]] = []  # tool_result blocks
+        self.blocks: list[dict[str, Any]] = []  # everything else
+        self.calls: list[tuple[str, str]] = []  # (tool_use id, client param)
+        self.answers: list[tuple[str, str]] = []  # (tool_call_id answered, client param)
+
+
+def _check_tool_pairing(turns: list[_Turn]) -> None:
+    """Tool calls and tool messages must pair up across adjacent turns.
+
+    Anthropic refuses the request otherwise, but its error would carry indexes of the merged
+    turns; checked here, the error names the client's own message.
+    """
+    for k, turn in enumerate(turns):
+        if turn.answers:
+            asked = {call_id for call_id, _ in turns[k - 1].calls} if k else set()
+            for call_id, param in turn.answers:
+                if call_id not in asked:
+                    raise InvalidRequest(
+                        f"{param}: {short(call_id)} does not match a tool call of the preceding "
+                        "assistant message",
+                        param,
+                    )
+        if turn.calls and k + 1 < len(turns):
+            answered = {call_id for call_id, _ in turns[k + 1].answers}
+            for call_id, param in turn.calls:
+                if call_id not in answered:
+                    raise InvalidRequest(
+                        f"{param}: tool call {short(call_id)} has no tool message answering it "
+                        "right after the assistant message",
+                        param,
+                    )
+
+
 class Converter:
     """Translation state shared by messages and tools: caps, copied breakpoints, images."""
 
@@ -111,9 +151,7 @@ class Converter:
         if not isinstance(raw, list) or not raw:
             raise InvalidRequest("messages: must be a non-empty array of messages", "messages")
         system: list[dict[str, Any]] = []
-        # Each turn: [role, tool_result blocks, other blocks]. Tool results are kept apart because
-        # Anthropic requires them at the START of the user turn that follows a tool_use turn.
-        turns: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = []
+        turns: list[_Turn] = []
         for i, msg in enumerate(raw):
             param = f"messages[{i}]"
             if not isinstance(msg, dict):
@@ -125,29 +163,36 @@ class Converter:
                 # Hoisted: Anthropic's initial system prompt has no position in the messages.
                 system.extend(self._content(msg.get("content"), param, role))
                 continue
+            results: list[dict[str, Any]] = []
+            calls: list[tuple[str, str]] = []
             if role == "user":
-                results: list[dict[str, Any]] = []
                 blocks = self._content(msg.get("content"), param, role)
                 if not blocks:
                     raise InvalidRequest(f"{param}.content: must not be empty", f"{param}.content")
             elif role == "tool":
                 results, blocks = [self._tool_result(msg, param)], []
             else:
-                results, blocks = [], self._assistant(msg, param)
+                blocks = self._assistant(msg, param)
                 if not blocks:
-                    # An empty assistant turn says nothing, and Anthropic refuses empty turns.
-                    continue
+                    continue  # an empty assistant message says nothing; Anthropic refuses it
+                tool_ids = [b["id"] for b in blocks if b["type"] == "tool_use"]
+                calls = [(c, f"{param}.tool_calls[{j}].id") for j, c in enumerate(tool_ids)]
             turn_role = "assistant" if role == "assistant" else "user"
-            if turns and turns[-1][0] == turn_role:
-                # Anthropic wants alternating turns; consecutive same-role messages are one turn.
-                turns[-1][1].extend(results)
-                turns[-1][2].extend(blocks)
-            else:
-                turns.append((turn_role, results, blocks))
+            if not turns or turns[-1].role != turn_role:
+                # Consecutive same-role messages become one turn: Anthropic wants alternation.
+                turns.append(_Turn(turn_role))
+            turn = turns[-1]
+            turn.results.extend(results)
+            turn.blocks.extend(blocks)
+            turn.calls.extend(calls)
+            turn.answers.extend((r["tool_use_id"], f"{param}.tool_call_id") for r in results)
         if not turns:
             raise InvalidRequest("messages: must contain at least one user message", "messages")
+        _check_tool_pairing(turns)
         return system, [
-            {"role": role, "content": results + blocks} for role, results, blocks in turns
+            # Tool results lead: Anthropic wants them at the START of the turn after tool_use.
+            {"role": t.role, "content": t.results + t.blocks}
+            for t in turns
         ]
 
     @staticmethod
@@ -193,7 +238,10 @@ class Converter:
             if not isinstance(text, str):
                 raise InvalidRequest(f"{param}.{kind}: must be a string", f"{param}.{kind}")
             if not text:
-                return None  # Anthropic refuses empty text blocks
+                # Anthropic refuses empty text blocks. A marker on one is still validated and
+                # still counts as "the caller placed breakpoints".
+                self.copy_cache_control(part, {}, param)
+                return None
             block = {"type": "text", "text": text}
         elif role != "user" or kind not in ("image_url", "file", "input_audio"):
             raise self._bad_part_type(kind, param, role)
