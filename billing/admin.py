@@ -38,13 +38,9 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "key_prefix",
         "model_id",
         "status",
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
+        "tokens_in_out",
         "cost_usd",
         "output_exact",
-        "latency_ms",
-        "deployment",
         "reconciled",
     )
     list_filter = ("status", "output_exact", "api", "stream")
@@ -53,7 +49,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     search_fields = ("=request_id", "org__name", "model_id")
     date_hierarchy = "created_at"
     show_full_result_count = False  # COUNT(*) over all usage on every page load is wasteful
-    readonly_fields = ("cost_usd", "key_prefix", "reconciled")
+    readonly_fields = ("cost_usd", "key_prefix", "reconciled", "tokens_in_out")
     exclude = ("api_key",)  # shown as key_prefix; the FK widget would list every key
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[UsageRecord]:
@@ -62,6 +58,12 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="Cost", ordering="cost_nano")
     def cost_usd(self, obj: UsageRecord) -> str:
         return format_usd(obj.cost_nano)
+
+    @admin.display(description="Tokens in / out")
+    def tokens_in_out(self, obj: UsageRecord) -> str:
+        # Input includes cache reads and writes; the split is on the record's detail page.
+        total_in = obj.input_tokens + obj.cache_read_tokens + obj.cache_write_tokens
+        return f"{total_in:,} / {obj.output_tokens:,}"
 
     @admin.display(description="Key")
     def key_prefix(self, obj: UsageRecord) -> str:

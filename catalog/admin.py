@@ -187,12 +187,10 @@ class DeploymentAdmin(admin.ModelAdmin):
     form = DeploymentAdminForm
     list_display = (
         "name",
-        "kind",
         "base_url",
         "enabled",
         "weight",
         "max_concurrency",
-        "serves_all_models",
         "api_key_hint",
         "live_state",
     )

@@ -99,8 +99,8 @@ def stacked_bar_chart(
     series: Sequence[object],
     metric: str,
     title: str,
-    width: int = 760,
-    height: int = 240,
+    width: int = 1000,
+    height: int = 280,
 ) -> SafeString:
     """Bars per day, stacked by series. `metric` is "cost" (nano-USD) or "tokens"."""
     fmt: Callable[[float], str] = _usd_axis if metric == "cost" else compact

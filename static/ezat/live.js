@@ -46,12 +46,15 @@
   }
 
   function matches(row) {
+    // A row without key_id cannot be shown under a key filter: skip it rather than guess.
     if (filters.key && String(row.key_id) !== filters.key) return false;
     if (filters.status && row.status !== filters.status) return false;
     if (filters.model && String(row.model_id).toLowerCase() !== filters.model &&
         String(row.model_name).toLowerCase() !== filters.model) return false;
     return true;
   }
+
+  function num(value) { return Number(value) || 0; }
 
   function render(row) {
     var tr = document.createElement("tr");
@@ -61,7 +64,7 @@
     time.dateTime = row.created_at;
     time.textContent = new Date(row.created_at).toISOString().slice(0, 19).replace("T", " ");
     tr.appendChild(cell(time, "nowrap"));
-    tr.appendChild(cell(row.request_id, "mono small"));
+    tr.appendChild(cell(row.request_id, "mono small reqid", row.request_id));
     var model = document.createElement("span");
     model.textContent = row.model_name;
     if (String(row.model_name).toLowerCase() !== String(row.model_id).toLowerCase()) {
@@ -73,17 +76,19 @@
     tr.appendChild(cell(model));
     tr.appendChild(cell(row.key_prefix ? row.key_prefix + "…" : "deleted", "mono small"));
     tr.appendChild(cell(badge(row.status === "ok" ? "ok" : "client disconnected", "status-" + row.status)));
-    var input = row.input_tokens + row.cache_read_tokens + row.cache_write_tokens;
-    tr.appendChild(cell(compact(input) + " / " + compact(row.output_tokens), "num",
-      "input " + row.input_tokens + " · output " + row.output_tokens + " · cache read " +
-      row.cache_read_tokens + " · cache write " + row.cache_write_tokens));
-    tr.appendChild(cell("$" + row.cost_usd, "num mono"));
+    var input = num(row.input_tokens) + num(row.cache_read_tokens) + num(row.cache_write_tokens);
+    tr.appendChild(cell(compact(input) + " / " + compact(num(row.output_tokens)), "num",
+      "input " + num(row.input_tokens) + " · output " + num(row.output_tokens) + " · cache read " +
+      num(row.cache_read_tokens) + " · cache write " + num(row.cache_write_tokens)));
+    // Same six decimals as the server-rendered rows, whatever precision the sender used.
+    var cost = Number(row.cost_usd);
+    tr.appendChild(cell("$" + (isFinite(cost) ? cost.toFixed(6) : row.cost_usd), "num mono"));
     tr.appendChild(cell(row.output_exact ? badge("exact", "exact") :
       badge("estimated", "estimated", "The client disconnected before the end; output tokens are an estimate.")));
-    tr.appendChild(cell(row.latency_ms + " ms", "num"));
+    tr.appendChild(cell(num(row.latency_ms) + " ms", "num"));
     var deployment = document.createElement("span");
     deployment.textContent = row.deployment || "—";
-    if (row.attempts > 1) {
+    if (num(row.attempts) > 1) {
       deployment.appendChild(document.createTextNode(" "));
       deployment.appendChild(badge(row.attempts + " attempts", "warn"));
     }
