@@ -14,7 +14,8 @@ Routes:
   message_delta (cumulative usage), message_stop. K = min(max_tokens, --events), so one upstream
   serves short and long streams (the harness varies `max_tokens` to price one streamed event).
 - `POST /v1/messages/count_tokens`: `{"input_tokens": len(body) // 4}`.
-- `POST /_bench/config`: `{"first_event_delay": S, "event_delay": S, "events": N}` changes pacing
+- `POST /_bench/config`: `{"first_event_delay": S, "event_delay": S, "events": N,
+  "reset_max_open": true}` changes pacing
   at run time (the harness switches phases without restarting, so the gateway's pool stays valid).
 - `GET /stats`: counters, to check that load really reached the upstream (and how many streams
   were open at once).
@@ -312,6 +313,8 @@ class UpstreamProtocol(asyncio.Protocol):
                     setattr(config, name, max(0.0, float(changes[name])))
             if "events" in changes:
                 config.events = max(1, int(changes["events"]))
+            if changes.get("reset_max_open"):
+                self.stats.max_open_streams = self.stats.open_streams
         except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError) as exc:
             return _error(400, "invalid_request_error", f"bad config: {exc}")
         shown = {k: v for k, v in asdict(config).items() if k != "api_key"}

@@ -79,6 +79,55 @@ def cpu_seconds(pid: int) -> float:
     return total / CLK_TCK
 
 
+def all_process_cpu() -> dict[int, int]:
+    """utime + stime in clock ticks of every process on the machine (to see who else is busy)."""
+    out: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(entry.name)] = int(fields[11]) + int(fields[12])
+    return out
+
+
+class Meter:
+    """CPU over one measured window: the server under test, the upstream, the gateway's database
+    and Redis, this harness, and every other process (other people's work on a shared machine)."""
+
+    def __init__(self, procs: Procs, server_pid: int) -> None:
+        self.procs = procs
+        self.server_pid = server_pid
+        self.start()
+
+    def start(self) -> None:
+        self.services = self.procs.service_pids()
+        self.table = all_process_cpu()
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        table = all_process_cpu()
+        elapsed = time.perf_counter() - self.t0
+        services = self.services | self.procs.service_pids()
+        server = set(process_tree(self.server_pid))
+        upstream = {self.procs.upstream_pid} - server
+        harness = {os.getpid()}
+
+        def used(pids: set[int] | list[int]) -> float:
+            # A process born inside the window counts from zero.
+            ticks = sum(max(0, table.get(p, 0) - self.table.get(p, 0)) for p in pids)
+            return ticks / CLK_TCK
+
+        ours = server | upstream | harness | services
+        return {
+            "elapsed": elapsed,
+            "server": used(server),
+            "upstream": used(upstream),
+            "services": used(services - server),
+            "harness": used(harness),
+            "other": used([p for p in table if p not in ours]),
+        }
+
+
 def memory_kb(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM (peak RSS) summed over the process tree, in kB."""
     out = {"rss_kb": 0, "hwm_kb": 0}
@@ -116,6 +165,8 @@ class Procs:
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     cleanups: list[tuple[str, object]] = field(default_factory=list)
     upstream_pid: int = 0
+    pg_db: str = ""
+    redis_pid: int = 0
 
     def spawn(
         self,
@@ -206,12 +257,25 @@ class Procs:
             name = f"ezat_bench_{os.getpid()}_{secrets.token_hex(3)}"
             _create_pg(name)
             self.cleanups.append(("drop_pg", name))
+            self.pg_db = name
             env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
         if redis:
             # db 13 is the benchmark's own; a fresh database restarts org ids at 1, so stale
             # counters or holds from an earlier run would land on the new org.
-            manage_redis_flush()
+            self.redis_pid = manage_redis_flush()
         return env
+
+    def service_pids(self) -> set[int]:
+        """Postgres backends serving this run's database, and the Redis server (shared: the
+        benchmark's CPU figures for it include whatever else uses that server meanwhile)."""
+        pids = {self.redis_pid} if self.redis_pid else set()
+        if self.pg_db:
+            with contextlib.suppress(Exception), _pg_admin() as conn:
+                rows = conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.pg_db,)
+                ).fetchall()
+                pids |= {int(r[0]) for r in rows}
+        return pids
 
     def setup_gateway(self, env: dict[str, str], upstream_port: int) -> str:
         """migrate, load the catalog, create org + key + deployment; returns the API key."""
@@ -337,10 +401,13 @@ def _drop_pg(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def manage_redis_flush() -> None:
+def manage_redis_flush() -> int:
+    """Empty db 13; returns the Redis server's pid (for CPU accounting)."""
     try:
         import redis
 
-        redis.Redis.from_url("redis://127.0.0.1:6379/13", socket_timeout=5).flushdb()
+        conn = redis.Redis.from_url("redis://127.0.0.1:6379/13", socket_timeout=5)
+        conn.flushdb()
+        return int(conn.info("server").get("process_id") or 0)
     except Exception as exc:
         raise BenchError(f"Redis at 127.0.0.1:6379 unusable: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Benchmark harness: fake upstream, load generator, matrix runner (see bench/README.md)."""
