@@ -155,26 +155,33 @@ async def pump_anthropic(
     pending = opened.buffered
     try:
         while True:
+            # Events of one upstream read go out in one write (fewer ASGI sends, same bytes).
+            out: list[bytes] = []
             for event, data in pending:
                 name = event.name
                 tracker.absorb(name, data)
                 if name == "message_start":
                     data["message"]["model"] = exchange.model_name
-                    await writer.write(frame(name, data))
+                    out.append(frame(name, data))
                 elif name == "message_stop":
-                    await exchange.record(tracker)
+                    if out:
+                        await writer.write(b"".join(out))
+                    await exchange.record(tracker)  # recorded before the client sees the end
                     await writer.write(event.raw)
                     await writer.close()
                     exchange.log(200)
                     return 200
                 elif name == "error":
-                    await exchange.release()
-                    await writer.write(event.raw)
+                    await exchange.release()  # a failed stream is not billed
+                    out.append(event.raw)
+                    await writer.write(b"".join(out))
                     await writer.close()
                     exchange.log(502)
                     return 200
                 else:
-                    await writer.write(event.raw)
+                    out.append(event.raw)
+            if out:
+                await writer.write(b"".join(out))
             if disconnected.is_set():
                 return await exchange.drain_after_disconnect(opened, tracker)
             try:
