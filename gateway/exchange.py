@@ -449,28 +449,10 @@ def _connect_error(exc: BaseException) -> GatewayError:
 
 
 def _publish_live(data: UsageData, cost: int, key_prefix: str) -> None:
-    try:
-        from billing.live import publish_request
-    except ImportError:  # the dashboard's live feed is optional in this process
-        return
-    from billing.pricing import nano_to_usd
+    """Fire-and-forget: the dashboard's live feed must never hold a request."""
+    from billing.live import publish_request, row_from_usage
 
-    row = {
-        "request_id": data.request_id,
-        "created_at": timezone.now().isoformat(),
-        "model_name": data.model_name,
-        "model_id": data.model_id,
-        "key_prefix": key_prefix,
-        "status": data.status,
-        "input_tokens": data.tokens.input,
-        "output_tokens": data.tokens.output,
-        "cache_read_tokens": data.tokens.cache_read,
-        "cache_write_tokens": data.tokens.cache_write_5m + data.tokens.cache_write_1h,
-        "cost_usd": str(nano_to_usd(cost)),
-        "output_exact": data.output_exact,
-        "latency_ms": data.latency_ms,
-        "deployment": data.deployment,
-    }
+    row = row_from_usage(data, request_id=data.request_id, cost_nano=cost, key_prefix=key_prefix)
     task = asyncio.get_running_loop().create_task(publish_request(data.org_id, row))
     _LIVE_TASKS.add(task)
     task.add_done_callback(_LIVE_TASKS.discard)
