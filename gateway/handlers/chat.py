@@ -89,7 +89,7 @@ def _model_name(body: object) -> str:
 async def _prepare(
     request: ApiRequest, body: dict[str, Any], model: ModelInfo, org_id: int
 ) -> tuple[TranslatedRequest, int]:
-    """Translate, restore thinking blocks, inline image URLs. Returns the request and image bytes."""
+    """Translate, restore thinking blocks, inline image URLs; also returns the image bytes."""
     auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
     try:
         tr = translate_request(body, _caps(model), auto_cache=auto_cache)
@@ -159,6 +159,11 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             await exchange.release()
             exchange.log(FMT.error_status(err))
         return await FMT.send_error(send, request, err, rate)
+    except BaseException:
+        # A bug or a cancellation: never leave a hold or a capacity slot behind.
+        if exchange is not None:
+            await asyncio.shield(exchange.release())
+        raise
 
 
 def _upstream_body(tr: TranslatedRequest, route: Route) -> bytes:
@@ -252,6 +257,10 @@ async def _pump(
             for event, data in pending:
                 name = event.name
                 if name == "error":
+                    if out:
+                        # Chunks translated from the same read go out before the error: the
+                        # client must not lose the role chunk and content it was owed.
+                        await writer.write(b"".join(out))
                     error = data.get("error") or {}
                     raise AttemptFailed(
                         GatewayError(
