@@ -6,6 +6,8 @@ and eager Celery tasks. Everything product-specific is an `EZAT_*` variable.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import environ
@@ -88,9 +90,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Persistent connections: opening one (and its PRAGMAs) per usage insert cost more than the
     # insert itself.
     DATABASES["default"]["CONN_MAX_AGE"] = None
-    # A file (not :memory:) so the gateway subprocesses in end-to-end tests share it.
+    # A file (not :memory:) so the gateway subprocesses in end-to-end tests share it; one per
+    # test process so concurrent test runs on one machine never clobber each other's database.
     DATABASES["default"]["TEST"] = {
-        "NAME": env.str("EZAT_SQLITE_TEST_PATH", default=SQLITE_PATH + ".test")
+        "NAME": env.str(
+            "EZAT_SQLITE_TEST_PATH",
+            default=str(Path(tempfile.gettempdir()) / f"ezat-test-{os.getpid()}.sqlite3"),
+        )
     }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
