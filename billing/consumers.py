@@ -46,6 +46,11 @@ class RequestFeedConsumer(AsyncJsonWebsocketConsumer):
     async def request_row(self, event: dict[str, Any]) -> None:
         await self.send_json(event["row"])
 
+    async def request_rows(self, event: dict[str, Any]) -> None:
+        """Rows coalesced by the gateway's LiveFeed; the page takes them one message each."""
+        for row in event["rows"]:
+            await self.send_json(row)
+
 
 def _org_id(query_string: bytes) -> int | None:
     values = parse_qs(query_string.decode("latin-1")).get("org", [])

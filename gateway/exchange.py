@@ -449,13 +449,8 @@ def _connect_error(exc: BaseException) -> GatewayError:
 
 
 def _publish_live(data: UsageData, cost: int, key_prefix: str) -> None:
-    """Fire-and-forget: the dashboard's live feed must never hold a request."""
-    from billing.live import publish_request, row_from_usage
+    """The dashboard's live feed: coalesced and sent in the background, never holding a request."""
+    from billing.live import feed, row_from_usage
 
     row = row_from_usage(data, request_id=data.request_id, cost_nano=cost, key_prefix=key_prefix)
-    task = asyncio.get_running_loop().create_task(publish_request(data.org_id, row))
-    _LIVE_TASKS.add(task)
-    task.add_done_callback(_LIVE_TASKS.discard)
-
-
-_LIVE_TASKS: set[asyncio.Task[None]] = set()
+    feed.publish(data.org_id, row)

@@ -166,3 +166,20 @@ def test_row_from_usage_matches_row_from_record(world: World) -> None:
         created_at=record.created_at,
     )
     assert from_usage == request_row(record)
+
+
+async def test_gateway_feed_coalesces_rows_per_org(world: World, cookies: dict[str, bytes]) -> None:
+    """The gateway publishes through LiveFeed: several rows, one channel message per org."""
+    row_a = await sync_to_async(_row)(world, "a")
+    row_b = await sync_to_async(_row)(world, "b")
+    feed_a, ok_a, _ = await _connect(world.a.org.pk, cookies["owner_a"])
+    assert ok_a
+    batcher = live.LiveFeed()
+    second = {**row_a, "request_id": "req_second"}
+    batcher.publish(world.a.org.pk, row_a)
+    batcher.publish(world.b.org.pk, row_b)
+    batcher.publish(world.a.org.pk, second)
+    assert await feed_a.receive_json_from(timeout=2) == row_a
+    assert await feed_a.receive_json_from(timeout=2) == second
+    assert await feed_a.receive_nothing(timeout=0.4)  # org B's row never reaches org A
+    await feed_a.disconnect()
