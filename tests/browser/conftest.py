@@ -223,10 +223,14 @@ def app(
         _stop(simulator)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(app: App) -> Iterator[Any]:
     """Depends on `app` on purpose: Playwright's sync API runs an event loop in this thread, and
-    Django refuses ORM calls while one runs, so every database write must happen before."""
+    Django refuses ORM calls while one runs, so every database write must happen before.
+
+    Module-scoped so that loop stops when the browser tests end: left running for the session,
+    every later test would see "a running event loop" (asyncio.run and the ORM refuse to work).
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
