@@ -196,7 +196,7 @@ ROUTING_MODELS = ("test/routed-ab", "test/routed-abc")
 
 
 def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
-    from catalog.models import Model
+    from catalog.models import Deployment, Model
     from catalog.services import load_catalog, upsert_deployment
 
     load_catalog()
@@ -208,6 +208,9 @@ def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
                 setattr(clone, field_.attname, getattr(base, field_.attname))
         clone.name = model_id
         clone.save()
+    # Other suites (browser tests) share this test database and leave deployments pointing at
+    # servers that are gone; the stack routes only to its own simulators.
+    Deployment.objects.exclude(name__in=list(sims)).delete()
     upsert_deployment(name="sim-a", base_url=sims["sim-a"].url, api_key=SIM_KEYS[0])
     upsert_deployment(
         name="sim-b",
