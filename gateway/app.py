@@ -81,6 +81,9 @@ class GatewayApp:
                 if background is not None:
                     background.cancel()
                 await client.close()
+                from billing.recorder import writer
+
+                await asyncio.get_running_loop().run_in_executor(None, writer.close)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

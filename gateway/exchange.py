@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +121,10 @@ class Exchange:
     ) -> None:
         self.api = api
         self.request_id = request_id
+        # Holds, slots and settle markers are keyed by this, not by the request id: a caller may
+        # reuse its own x-request-id, and concurrent requests sharing one would replace each
+        # other's holds and spend past a cap.
+        self.limits_id = f"{request_id}~{uuid.uuid4().hex}"
         self.key = key
         self.model = model
         self.model_name = model_name
@@ -164,7 +169,7 @@ class Exchange:
         )
         admitted = await limits.get_limiter().admit(
             limits.AdmitRequest(
-                request_id=self.request_id,
+                request_id=self.limits_id,
                 key_id=self.key.id,
                 org_id=self.key.org_id,
                 rpm_limit=self.key.rpm_limit,
@@ -191,7 +196,7 @@ class Exchange:
         for position, route in enumerate(ordered):
             dep = route.deployment
             if position and uses_slots:
-                if not await limiter.acquire_slot(self.request_id, dep.id, dep.max_concurrency):
+                if not await limiter.acquire_slot(self.limits_id, dep.id, dep.max_concurrency):
                     self.attempts.append({"deployment": dep.name, "outcome": "full"})
                     continue
                 self._slot = dep.id
@@ -237,7 +242,7 @@ class Exchange:
     async def _release_slot(self) -> None:
         if self._slot is not None:
             slot, self._slot = self._slot, None
-            await limits.get_limiter().release_slot(self.request_id, slot)
+            await limits.get_limiter().release_slot(self.limits_id, slot)
 
     # --- one attempt, JSON --------------------------------------------------------------------
     async def post_json(
@@ -270,14 +275,16 @@ class Exchange:
             self.t0 - time.perf_counter() + time.monotonic() + settings.EZAT_STREAM_OPEN_AFTER
         )
         try:
-            async with asyncio.timeout(self.deadline_s):
-                response = await client.post(route.deployment, "/v1/messages", body, beta)
-                if response.status != 200:
+            response, next_keepalive = await self._post_keeping_alive(
+                route, body, beta, deadline, next_keepalive, keepalive
+            )
+            if response.status != 200:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
                     payload = await response.read()
-                    error = from_upstream(response.status, payload)
-                    raise AttemptFailed(
-                        error, f"http_{response.status}", retryable=error.retryable_upstream
-                    )
+                error = from_upstream(response.status, payload)
+                raise AttemptFailed(
+                    error, f"http_{response.status}", retryable=error.retryable_upstream
+                )
         except TimeoutError:
             raise AttemptFailed(
                 _timeout_error(self.deadline_s), "timeout", retryable=True
@@ -337,6 +344,34 @@ class Exchange:
         except (*CONNECT_ERRORS, orjson.JSONDecodeError) as exc:
             response.close()
             raise AttemptFailed(_connect_error(exc), "dropped", retryable=True) from None
+
+    async def _post_keeping_alive(
+        self,
+        route: Route,
+        body: bytes,
+        beta: str | None,
+        deadline: float,
+        next_keepalive: float,
+        keepalive: KeepAlive,
+    ) -> tuple[aiohttp.ClientResponse, float]:
+        """POST, with keep-alives while not even the headers have arrived: a slow upstream must
+        not leave the client silent until the start deadline (proxies drop silent requests)."""
+        post = asyncio.ensure_future(client.post(route.deployment, "/v1/messages", body, beta))
+        try:
+            while not post.done():
+                now = time.monotonic()
+                if now >= deadline:
+                    raise TimeoutError
+                if now >= next_keepalive:
+                    await keepalive()
+                    next_keepalive = now + settings.EZAT_PING_INTERVAL
+                await asyncio.wait((post,), timeout=min(deadline, next_keepalive) - now)
+        except BaseException:
+            post.cancel()
+            if post.done() and not post.cancelled() and post.exception() is None:
+                post.result().close()  # answered just as we gave up: free the connection
+            raise
+        return post.result(), next_keepalive
 
     async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the
@@ -406,15 +441,18 @@ class Exchange:
         if self._settled:
             return
         self._settled = True
-        await self._release_slot()
-        if self.hold_nano or cost:
-            await limits.get_limiter().settle(
-                self.request_id,
-                key_id=self.key.id,
-                org_id=self.key.org_id,
-                hold_nano=self.hold_nano,
-                cost_nano=cost,
-            )
+        if not (self.hold_nano or cost):
+            await self._release_slot()
+            return
+        slot, self._slot = self._slot, None
+        await limits.get_limiter().settle(
+            self.limits_id,
+            key_id=self.key.id,
+            org_id=self.key.org_id,
+            hold_nano=self.hold_nano,
+            cost_nano=cost,
+            deployment_id=slot,
+        )
 
     def log(self, status: int) -> None:
         elapsed = time.perf_counter() - self.t0

@@ -81,6 +81,11 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             await exchange.release()
             exchange.log(FMT.error_status(err))
         return await FMT.send_error(send, request, err, rate)
+    except BaseException:
+        # A bug or a cancellation: never leave a hold or a capacity slot behind.
+        if exchange is not None:
+            await asyncio.shield(exchange.release())
+        raise
 
 
 def _upstream_body(body: dict[str, Any], upstream_model: str) -> bytes:

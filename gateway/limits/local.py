@@ -210,8 +210,17 @@ class LocalLimiter:
                 self._release(org, hold)
 
     async def settle(
-        self, request_id: str, *, key_id: int, org_id: int, hold_nano: int, cost_nano: int
+        self,
+        request_id: str,
+        *,
+        key_id: int,
+        org_id: int,
+        hold_nano: int,
+        cost_nano: int,
+        deployment_id: int | None = None,
     ) -> None:
+        if deployment_id is not None:
+            await self.release_slot(request_id, deployment_id)
         if hold_nano <= 0 and cost_nano <= 0:
             return  # free request: nothing was held, nothing to charge
         now = self._clock()

@@ -259,12 +259,25 @@ class RedisLimiter:
 
     # --- settlement -------------------------------------------------------------------------
     async def settle(
-        self, request_id: str, *, key_id: int, org_id: int, hold_nano: int, cost_nano: int
+        self,
+        request_id: str,
+        *,
+        key_id: int,
+        org_id: int,
+        hold_nano: int,
+        cost_nano: int,
+        deployment_id: int | None = None,
     ) -> None:
         if hold_nano <= 0 and cost_nano <= 0:
+            if deployment_id is not None:
+                await self.release_slot(request_id, deployment_id)
             return
         month = month_id(self._wall())
         keys = [*self._org_keys(org_id), self._kmon_key(key_id, month)]
+        if deployment_id is not None:
+            # The slot goes in the same script: one round trip at the end of a request.
+            await self._fallback.release_slot(request_id, deployment_id)
+            keys.append(self._slot_key(deployment_id))
         args = [
             request_id,
             max(0, cost_nano),

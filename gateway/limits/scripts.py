@@ -158,6 +158,7 @@ SETTLE = (
 local org, hexp, holds, kmon = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local rid, cost_s = ARGV[1], ARGV[2]
 local now = clock(ARGV[5])
+if KEYS[5] then redis.call('ZREM', KEYS[5], rid) end
 local v = redis.call('HGET', holds, rid)
 if v == 's' then return 0 end
 if v then release(org, v) end
