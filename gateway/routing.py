@@ -34,11 +34,31 @@ def session_key(header: str | None, prompt_cache_key: str | None, body: dict[str
         return "h:" + header[:SESSION_MAX]
     if prompt_cache_key:
         return "p:" + prompt_cache_key[:SESSION_MAX]
-    messages = body.get("messages") or [None]
+    first = (body.get("messages") or [None])[0]
+    if isinstance(first, dict):
+        first = {**first, "content": _as_blocks(first.get("content"))}
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(orjson.dumps(body.get("system")))
-    digest.update(orjson.dumps(messages[0], option=orjson.OPT_NON_STR_KEYS))
+    for part in (_as_blocks(body.get("system")), first):
+        raw = orjson.dumps(part, option=orjson.OPT_NON_STR_KEYS)
+        if b'"cache_control"' in raw:
+            # Breakpoints move every turn (the newest message carries one, so the first message
+            # has it on turn 1 only): they must not change the conversation's key.
+            raw = orjson.dumps(_without_cache_control(part), option=orjson.OPT_NON_STR_KEYS)
+        digest.update(raw)
     return "c:" + digest.hexdigest()
+
+
+def _as_blocks(content: Any) -> Any:
+    # A string is shorthand for one text block; clients switch forms to attach a breakpoint.
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_cache_control(v) for v in value]
+    return value
 
 
 def _score(session: str, deployment_id: int, weight: int) -> float:

@@ -1,0 +1,131 @@
+"""Capacity: a full deployment is skipped; when every deployment of a model is full the caller
+gets 529 `overloaded_error` (/v1) or 503 (/openai/v1) with `retry-after`, and no upstream sees it.
+
+Slots are held by streams that pause right after their first token (no start deadline applies
+once a stream is committed). The serve-all deployment also serves the lab's model, so its slots
+are filled too, by as many paused streams as it has slots: nothing in the catalog is changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from gateway.simulator.testing import SimulatorThread
+from tests.e2e.conftest import Stack
+from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
+
+pytestmark = pytest.mark.e2e
+
+# Long enough to fill ~100 slots on a loaded machine before the first hold ends; x and y are
+# held first, so they hold longer.
+HOLD_SECONDS = 7.0
+FIRST_HOLD_SECONDS = 9.0
+MAX_HELD = 300  # sanity bound on the serve-all slots this test is willing to fill
+
+
+@pytest.fixture(scope="module")
+def sims() -> Iterator[dict[str, SimulatorThread]]:
+    with lab_simulators(("x", "y")) as started:
+        yield started
+
+
+def paused_stream(lab: Lab, session: str, marker: str) -> tuple[int, str]:
+    """A stream that holds its slot: the simulator pauses after the first content delta."""
+    with httpx.stream(
+        "POST",
+        lab.stack.url + "/v1/messages",
+        headers={"x-api-key": lab.key.secret, "x-ezat-session": session},
+        json={"model": lab.model, "max_tokens": 16, "stream": True, "messages": user(marker)},
+        timeout=30,
+    ) as response:
+        return response.status_code, response.read().decode()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 4.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_full_deployment_skipped_and_all_full_is_overloaded(
+    e2e: Stack, sims: dict[str, SimulatorThread]
+) -> None:
+    lab = make_lab(e2e, sims, max_concurrency={"x": 1, "y": 1})
+    xy = lab.header_session("x", "y")
+    yx = lab.header_session("y", "x")
+    serve_all = lab.serve_all_sims()
+    held = sum(d.max_concurrency for d in lab.serve_all)
+    assert held <= MAX_HELD
+    pause = {"pause_after_events": 4, "pause": HOLD_SECONDS}
+    first = {"pause_after_events": 4, "pause": FIRST_HOLD_SECONDS}
+    lab.sims["x"].script({**first, "match": f"{lab.token} hold-x"})
+    lab.sims["y"].script({**first, "match": f"{lab.token} hold-y"})
+    for sim in serve_all.values():
+        sim.script({**pause, "match": f"{lab.token} hold-all", "times": held})
+
+    with ThreadPoolExecutor(held + 2) as pool:
+        hold_x = pool.submit(paused_stream, lab, xy, f"{lab.token} hold-x")
+        wait_until(lambda: lab.received("x", "hold-x") == 1, "x to be busy")
+
+        # x is full: a session preferring x is admitted on y instead, x never sees it.
+        api = lab.anthropic(session=xy)
+        api.messages.create(model=lab.model, max_tokens=8, messages=user(f"{lab.token} skip"))
+        assert lab.label(lab.usage()[-1].deployment) == "y"
+        assert lab.received("x", "skip") == 0
+        # Failing over into a full deployment skips it too, and the attempts say so.
+        lab.sims["y"].script({"status": 529, "match": f"{lab.token} via-full"})
+        lab.anthropic(session=yx).messages.create(
+            model=lab.model, max_tokens=8, messages=user(f"{lab.token} via-full")
+        )
+        outcomes = [(lab.label(a["deployment"]), a["outcome"]) for a in lab.usage()[-1].attempts]
+        assert outcomes[:2] == [("y", "http_529"), ("x", "full")]
+        assert outcomes[2][0] in serve_all and outcomes[2][1] == "ok" and len(outcomes) == 3
+
+        hold_y = pool.submit(paused_stream, lab, xy, f"{lab.token} hold-y")
+        wait_until(lambda: lab.received("y", "hold-y") == 1, "y to be busy")
+        holds: list[Future[tuple[int, str]]] = [
+            pool.submit(paused_stream, lab, xy, f"{lab.token} hold-all") for _ in range(held)
+        ]
+
+        def serve_all_full() -> bool:
+            # A slot may have been left held by another test (it expires with its lease), so
+            # a hold refused as over capacity counts as filling one too.
+            arrived = sum(lab.received(name, "hold-all") for name in serve_all)
+            refused = sum(1 for h in holds if h.done() and h.result()[0] == 529)
+            return arrived + refused == held
+
+        wait_until(serve_all_full, "the serve-all deployments to be full", timeout=6.0)
+
+        with pytest.raises(anthropic.APIStatusError) as overloaded:
+            lab.anthropic(session=xy).messages.create(
+                model=lab.model, max_tokens=8, messages=user(f"{lab.token} probe")
+            )
+        assert overloaded.value.status_code == 529
+        assert overloaded.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+        assert int(overloaded.value.response.headers["retry-after"]) >= 1
+        with pytest.raises(openai.APIStatusError) as unavailable:
+            lab.openai(session=xy).chat.completions.create(
+                model=lab.model, max_tokens=8, messages=user(f"{lab.token} probe")
+            )
+        assert unavailable.value.status_code == 503
+        assert int(unavailable.value.response.headers["retry-after"]) >= 1
+        for label in lab.all_sims():
+            assert lab.received(label, "probe") == 0, label
+
+        results = [hold_x.result(), hold_y.result(), *(h.result() for h in holds)]
+    # Every hold was admitted and streamed to the end, except any refused as over capacity.
+    assert all(status in (200, 529) for status, _ in results)
+    assert hold_x.result()[0] == hold_y.result()[0] == 200
+    assert all(
+        body.rstrip().endswith('data: {"type":"message_stop"}')
+        for status, body in results
+        if status == 200
+    )
