@@ -108,8 +108,19 @@ class HealthBoard:
         return healthy + cooling
 
     def success(self, deployment_id: int) -> None:
-        if self._failures.pop(deployment_id, None):
-            self._cooling_until.pop(deployment_id, None)
+        """A deployment that answers is healthy again, in this process and (via Redis) in all."""
+        self._failures.pop(deployment_id, None)
+        if self._cooling_until.pop(deployment_id, None) is not None:
+            client = self._redis_client()
+            if client is not None:
+                asyncio.get_running_loop().create_task(self._clear(deployment_id))
+
+    async def _clear(self, deployment_id: int) -> None:
+        try:
+            await self._redis_client().delete(f"ezat:cooldown:{deployment_id}")
+        except Exception:  # the key expires with its TTL; until then others keep avoiding it
+            SIDE_EFFECT_FAILURES.labels("cooldown_clear").inc()
+            logger.warning("could not clear cooldown", exc_info=True)
 
     def failure(self, deployment_id: int) -> None:
         count = self._failures.get(deployment_id, 0) + 1
@@ -147,6 +158,7 @@ class HealthBoard:
             values = await self._redis_client().mget([f"ezat:cooldown:{d}" for d in deployment_ids])
         except Exception:  # routing keeps its local view; counted, retried next second
             SIDE_EFFECT_FAILURES.labels("cooldown_sync").inc()
+            logger.debug("cooldown sync failed", exc_info=True)
             return
         for deployment_id, value in zip(deployment_ids, values, strict=True):
             if value is not None:

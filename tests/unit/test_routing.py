@@ -270,6 +270,15 @@ def test_success_resets_the_failure_count(board: HealthBoard) -> None:
     assert board.is_cooling(7)
 
 
+def test_a_success_ends_a_cooldown(board: HealthBoard) -> None:
+    """When every deployment cools, one is still tried; if it answers, it is healthy again."""
+    for _ in range(3):
+        board.failure(7)
+    assert board.is_cooling(7)
+    board.success(7)
+    assert not board.is_cooling(7)
+
+
 def test_cooldown_ends_after_its_time(board: HealthBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     import gateway.routing as routing
 
