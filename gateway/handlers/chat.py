@@ -14,13 +14,14 @@ import orjson
 from django.conf import settings
 
 from catalog.snapshot import ModelInfo, Route
-from gateway import limits
 from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange, OpenStream, UsageTracker
 from gateway.handlers.common import (
+    HIGH_EFFORTS,
     OPENAI,
-    admission_error,
+    RequestScope,
     authenticate,
+    guarded,
     input_estimate,
     read_json,
     resolve_model,
@@ -52,7 +53,6 @@ from gateway.thinking_store import store as thinking_store
 from gateway.upstream import CONNECT_ERRORS
 
 FMT = OPENAI
-HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
 _fetcher: ImageFetcher | None = None
 
 
@@ -118,9 +118,7 @@ async def _prepare(
 
 
 async def create_chat_completion(request: ApiRequest, send: Send) -> int:
-    rate: limits.RateInfo | None = None
-    exchange: Exchange | None = None
-    try:
+    async def handle(scope: RequestScope) -> int:
         key = await authenticate(request, FMT)
         body = await read_json(request)
         name = _model_name(body)
@@ -139,31 +137,19 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             pin_kind=has_thinking_signatures(raw_upstream_hint),
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
         )
-        try:
-            await exchange.admit(
-                input_estimate=input_estimate(len(request.body) + image_bytes),
-                max_tokens=tr.body["max_tokens"],
-            )
-        except limits.AdmissionError as exc:
-            err, rate = admission_error(exc)
-            raise err from None
-        rate = exchange.rate
-        extra = FMT.rate_headers(rate)
+        await scope.admit(
+            exchange,
+            input_estimate=input_estimate(len(request.body) + image_bytes),
+            max_tokens=tr.body["max_tokens"],
+        )
+        extra = FMT.rate_headers(scope.rate)
         if tr.reasoning_effort is not None:
             extra.append((b"x-ezat-reasoning-effort", tr.reasoning_effort.encode()))
         if tr.stream:
             return await _stream(request, send, exchange, tr, extra)
         return await _json(request, send, exchange, tr, extra)
-    except GatewayError as err:
-        if exchange is not None:
-            await exchange.release()
-            exchange.log(FMT.error_status(err))
-        return await FMT.send_error(send, request, err, rate)
-    except BaseException:
-        # A bug or a cancellation: never leave a hold or a capacity slot behind.
-        if exchange is not None:
-            await asyncio.shield(exchange.release())
-        raise
+
+    return await guarded(request, send, FMT, handle)
 
 
 def _upstream_body(tr: TranslatedRequest, route: Route) -> bytes:

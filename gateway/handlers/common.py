@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import orjson
@@ -14,7 +16,8 @@ from catalog.snapshot import CatalogSnapshot, ModelInfo
 from catalog.snapshot import holder as catalog
 from gateway import limits
 from gateway.errors import GatewayError, anthropic_body, openai_body, openai_status
-from gateway.http import JSON_CT, ApiRequest, Headers, base_headers, send_response
+from gateway.exchange import Exchange
+from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,9 @@ class ApiFormat:
         await send_response(send, status, self.error_body(err, request.request_id), headers)
         return status
 
+
+# Efforts that may think for minutes before the first token: they get the longer start deadline.
+HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
 
 ANTHROPIC = ApiFormat("messages")
 OPENAI = ApiFormat("chat")
@@ -163,3 +169,49 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
 def input_estimate(raw_len: int) -> int:
     """An upper bound on input tokens from the body size (a token is rarely under 3 bytes)."""
     return raw_len // 3 + 1
+
+
+class RequestScope:
+    """What an API handler has taken so far: its exchange (hold, slot) and the rate it saw."""
+
+    __slots__ = ("exchange", "rate")
+
+    def __init__(self) -> None:
+        self.exchange: Exchange | None = None
+        self.rate: limits.RateInfo | None = None
+
+    async def admit(
+        self, exchange: Exchange, *, input_estimate: int, max_tokens: int, billable: bool = True
+    ) -> None:
+        self.exchange = exchange
+        try:
+            await exchange.admit(
+                input_estimate=input_estimate, max_tokens=max_tokens, billable=billable
+            )
+        except limits.AdmissionError as exc:
+            err, self.rate = admission_error(exc)
+            raise err from None
+        self.rate = exchange.rate
+
+
+async def guarded(
+    request: ApiRequest,
+    send: Send,
+    fmt: ApiFormat,
+    handle: Callable[[RequestScope], Awaitable[int]],
+) -> int:
+    """Run an API handler: a GatewayError becomes the error answer in the caller's format, and
+    whatever happens, a hold or capacity slot the request took is released (unless billed)."""
+    scope = RequestScope()
+    try:
+        return await handle(scope)
+    except GatewayError as err:
+        if scope.exchange is not None:
+            await scope.exchange.release()
+            scope.exchange.log(fmt.error_status(err))
+        return await fmt.send_error(send, request, err, scope.rate)
+    except BaseException:
+        # A bug or a cancellation: never leave a hold or a capacity slot behind.
+        if scope.exchange is not None:
+            await asyncio.shield(scope.exchange.release())
+        raise

@@ -9,13 +9,14 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from gateway import limits
 from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange, OpenStream, UsageTracker
 from gateway.handlers.common import (
     ANTHROPIC,
-    admission_error,
+    HIGH_EFFORTS,
+    RequestScope,
     authenticate,
+    guarded,
     input_estimate,
     read_json,
     resolve_model,
@@ -39,18 +40,17 @@ FMT = ANTHROPIC
 
 
 async def create_message(request: ApiRequest, send: Send) -> int:
-    rate: limits.RateInfo | None = None
-    exchange: Exchange | None = None
-    try:
+    async def handle(scope: RequestScope) -> int:
         key = await authenticate(request, FMT)
         body = await read_json(request)
         checked = validation.check_body(body)
-        assert isinstance(body, dict)
+        assert isinstance(body, dict) and checked.max_tokens is not None
         model = resolve_model(await snapshot(), checked.model, FMT)
-        assert checked.max_tokens is not None
         validation.check_max_tokens(checked.max_tokens, model.id, model.max_output_tokens)
         if not model.prompt_caching:
             validation.strip_cache_control(body)
+        output_config = body.get("output_config")
+        effort = output_config.get("effort") if isinstance(output_config, dict) else None
         exchange = Exchange(
             api="messages",
             request_id=request.request_id,
@@ -60,32 +60,19 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             stream=checked.stream,
             session=session_key(request.headers.get("x-ezat-session"), None, body),
             pin_kind=has_thinking_signatures(request.body),
-            high_effort=(body.get("output_config") or {}).get("effort") in ("high", "xhigh", "max")
-            if isinstance(body.get("output_config"), dict)
-            else False,
+            high_effort=effort in HIGH_EFFORTS,
         )
-        try:
-            await exchange.admit(
-                input_estimate=input_estimate(len(request.body)), max_tokens=checked.max_tokens
-            )
-        except limits.AdmissionError as exc:
-            err, rate = admission_error(exc)
-            raise err from None
-        rate = exchange.rate
+        await scope.admit(
+            exchange,
+            input_estimate=input_estimate(len(request.body)),
+            max_tokens=checked.max_tokens,
+        )
         beta = request.headers.get("anthropic-beta")
         if checked.stream:
             return await _stream(request, send, exchange, body, beta)
         return await _json(request, send, exchange, body, beta)
-    except GatewayError as err:
-        if exchange is not None:
-            await exchange.release()
-            exchange.log(FMT.error_status(err))
-        return await FMT.send_error(send, request, err, rate)
-    except BaseException:
-        # A bug or a cancellation: never leave a hold or a capacity slot behind.
-        if exchange is not None:
-            await asyncio.shield(exchange.release())
-        raise
+
+    return await guarded(request, send, FMT, handle)
 
 
 def _upstream_body(body: dict[str, Any], upstream_model: str) -> bytes:
@@ -225,8 +212,9 @@ _STREAM_ERRORS = (*CONNECT_ERRORS, orjson.JSONDecodeError)
 
 
 async def count_tokens(request: ApiRequest, send: Send) -> int:
-    rate: limits.RateInfo | None = None
-    try:
+    """Free (never billed or listed), but it counts toward the key's requests per minute."""
+
+    async def handle(scope: RequestScope) -> int:
         key = await authenticate(request, FMT)
         body = await read_json(request)
         checked = validation.check_body(body, count_tokens=True)
@@ -245,26 +233,18 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
             stream=False,
             session=session_key(request.headers.get("x-ezat-session"), None, body),
         )
-        try:
-            await exchange.admit(input_estimate=0, max_tokens=0, billable=False)
-        except limits.AdmissionError as exc:
-            err, rate = admission_error(exc)
-            raise err from None
-        rate = exchange.rate
+        await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 
         async def attempt(route: Any) -> bytes:
             # anthropic-beta is deliberately not passed on for count_tokens (documented).
-            _, payload = await exchange.post_json(
-                route,
-                "/v1/messages/count_tokens",
-                _upstream_body(body, route.upstream_model_id),
-                None,
-            )
+            path = "/v1/messages/count_tokens"
+            upstream = _upstream_body(body, route.upstream_model_id)
+            _, payload = await exchange.post_json(route, path, upstream, None)
             return payload
 
         payload = await exchange.run(attempt)
-        headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(rate)
+        headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(scope.rate)
         await send_response(send, 200, payload, headers)
         return 200
-    except GatewayError as err:
-        return await FMT.send_error(send, request, err, rate)
+
+    return await guarded(request, send, FMT, handle)
