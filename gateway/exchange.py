@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
 from gateway.errors import GatewayError, from_upstream
+from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
 from gateway.routing import health
 from gateway.upstream import CONNECT_ERRORS, client
@@ -39,12 +40,20 @@ class _DrainStopped(Exception):
     """The upstream reported an error while draining a disconnected stream."""
 
 
+class ClientGone(Exception):
+    """The client disconnected mid-stream (it still pays for what was produced)."""
+
+
 class AttemptFailed(Exception):
     def __init__(self, error: GatewayError, outcome: str, *, retryable: bool) -> None:
         super().__init__(error.message)
         self.error = error
         self.outcome = outcome
         self.retryable = retryable
+
+
+# What can end a stream after its commit point (nothing is retried then).
+STREAM_FAILURES = (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError)
 
 
 @dataclass(slots=True)
@@ -372,6 +381,40 @@ class Exchange:
                 post.result().close()  # answered just as we gave up: free the connection
             raise
         return post.result(), next_keepalive
+
+    async def event_batches(
+        self, opened: OpenStream, writer: StreamWriter, ping: bytes, disconnected: asyncio.Event
+    ) -> AsyncIterator[list[tuple[SSEEvent, dict[str, Any]]]]:
+        """After the commit point: the upstream's events, one batch per read, each parsed once.
+
+        Sends `ping` after EZAT_PING_INTERVAL of upstream silence (proxies drop silent streams),
+        raises ClientGone when the client has left and AttemptFailed when the upstream closes
+        before `message_stop`. The consumer ends the stream by returning.
+        """
+        pending = opened.buffered
+        interval = settings.EZAT_PING_INTERVAL
+        content = opened.response.content
+        while True:
+            if pending:
+                yield pending
+            if disconnected.is_set():
+                raise ClientGone
+            try:
+                async with asyncio.timeout(interval):
+                    chunk = await content.readany()
+            except TimeoutError:
+                await writer.write(ping)
+                pending = []
+                continue
+            if not chunk:
+                raise AttemptFailed(
+                    GatewayError(502, "the provider closed the stream early"),
+                    "dropped",
+                    retryable=False,
+                )
+            pending = [
+                (e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(chunk)
+            ]
 
     async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the

@@ -6,8 +6,8 @@ translation itself happens in the pure modules of gateway.protocols.openai.
 
 from __future__ import annotations
 
-import asyncio
 import time
+from contextlib import aclosing
 from typing import Any
 
 import orjson
@@ -15,7 +15,14 @@ from django.conf import settings
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.errors import GatewayError
-from gateway.exchange import AttemptFailed, Exchange, OpenStream, UsageTracker
+from gateway.exchange import (
+    STREAM_FAILURES,
+    AttemptFailed,
+    ClientGone,
+    Exchange,
+    OpenStream,
+    UsageTracker,
+)
 from gateway.handlers.common import (
     HIGH_EFFORTS,
     OPENAI,
@@ -50,7 +57,6 @@ from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id, transl
 from gateway.protocols.openai.stream import ChatStreamTranslator
 from gateway.routing import has_thinking_signatures, session_key
 from gateway.thinking_store import store as thinking_store
-from gateway.upstream import CONNECT_ERRORS
 
 FMT = OPENAI
 _fetcher: ImageFetcher | None = None
@@ -232,64 +238,40 @@ async def _pump(
     translator: ChatStreamTranslator,
 ) -> int:
     """Translate events after the commit point; `[DONE]` only after the usage is recorded."""
-    disconnected = request.watch_disconnect()
     tracker = UsageTracker()
-    response = opened.response
-    pending = opened.buffered
-    ping_interval = settings.EZAT_PING_INTERVAL
+    disconnected = request.watch_disconnect()
+    batches = exchange.event_batches(opened, writer, ChatStreamTranslator.PING, disconnected)
     try:
-        while True:
-            out = []
-            for event, data in pending:
-                name = event.name
-                if name == "error":
-                    if out:
-                        # Chunks translated from the same read go out before the error: the
-                        # client must not lose the role chunk and content it was owed.
-                        await writer.write(b"".join(out))
-                    error = data.get("error") or {}
-                    raise AttemptFailed(
-                        GatewayError(
-                            529 if error.get("type") == "overloaded_error" else 500,
-                            str(error.get("message") or "upstream error"),
-                        ),
-                        "error_event",
-                        retryable=False,
-                    )
-                tracker.absorb(name, data)
-                chunk = translator.feed(data)
-                if chunk:
-                    out.append(chunk)
-                if name == "message_stop":
-                    if out:
-                        await writer.write(b"".join(out))
-                    await thinking_store.put(
-                        exchange.key.org_id, translator.thinking_blocks_by_tool_id
-                    )
-                    await exchange.record(tracker)
-                    await writer.write(translator.usage_chunk() + ChatStreamTranslator.DONE)
-                    await writer.close()
-                    exchange.log(200)
-                    return 200
-            if out:
-                await writer.write(b"".join(out))
-            if disconnected.is_set():
-                return await exchange.drain_after_disconnect(opened, tracker)
-            try:
-                async with asyncio.timeout(ping_interval):
-                    raw = await response.content.readany()
-            except TimeoutError:
-                await writer.write(ChatStreamTranslator.PING)
-                pending = []
-                continue
-            if not raw:
-                raise AttemptFailed(
-                    GatewayError(502, "the provider closed the stream early"),
-                    "dropped",
-                    retryable=False,
-                )
-            pending = [(e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(raw)]
-    except (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError) as exc:
+        async with aclosing(batches):
+            async for batch in batches:
+                out: list[bytes] = []
+                for event, data in batch:
+                    name = event.name
+                    if name == "error":
+                        if out:
+                            # Chunks translated from the same read go out before the error: the
+                            # client must not lose the role chunk and content it was owed.
+                            await writer.write(b"".join(out))
+                        raise AttemptFailed(_error_from_event(data), "error_event", retryable=False)
+                    tracker.absorb(name, data)
+                    chunk = translator.feed(data)
+                    if chunk:
+                        out.append(chunk)
+                    if name == "message_stop":
+                        if out:
+                            await writer.write(b"".join(out))
+                        blocks = translator.thinking_blocks_by_tool_id
+                        await thinking_store.put(exchange.key.org_id, blocks)
+                        await exchange.record(tracker)
+                        await writer.write(translator.usage_chunk() + ChatStreamTranslator.DONE)
+                        await writer.close()
+                        exchange.log(200)
+                        return 200
+                if out:
+                    await writer.write(b"".join(out))
+    except ClientGone:
+        return await exchange.drain_after_disconnect(opened, tracker)
+    except STREAM_FAILURES as exc:
         await exchange.release()
         err = (
             exc.error
@@ -301,4 +283,11 @@ async def _pump(
         exchange.log(502)
         return 200
     finally:
-        response.close()
+        opened.response.close()
+    raise AssertionError("event_batches ends only by return or raise")
+
+
+def _error_from_event(data: dict[str, Any]) -> GatewayError:
+    error = data.get("error") or {}
+    status = 529 if error.get("type") == "overloaded_error" else 500
+    return GatewayError(status, str(error.get("message") or "upstream error"))

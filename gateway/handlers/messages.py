@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import aclosing
 from typing import Any
 
 import orjson
-from django.conf import settings
 
 from gateway.errors import GatewayError
-from gateway.exchange import AttemptFailed, Exchange, OpenStream, UsageTracker
+from gateway.exchange import (
+    STREAM_FAILURES,
+    AttemptFailed,
+    ClientGone,
+    Exchange,
+    OpenStream,
+    UsageTracker,
+)
 from gateway.handlers.common import (
     ANTHROPIC,
     HIGH_EFFORTS,
@@ -34,7 +41,6 @@ from gateway.http import (
 from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
 from gateway.routing import has_thinking_signatures, session_key
-from gateway.upstream import CONNECT_ERRORS
 
 FMT = ANTHROPIC
 
@@ -142,57 +148,40 @@ async def pump_anthropic(
 ) -> int:
     """Pass events through after the commit point; record usage before `message_stop`."""
     tracker = UsageTracker()
-    ping_interval = settings.EZAT_PING_INTERVAL
-    response = opened.response
-    pending = opened.buffered
+    batches = exchange.event_batches(opened, writer, PING_EVENT, disconnected)
     try:
-        while True:
-            # Events of one upstream read go out in one write (fewer ASGI sends, same bytes).
-            out: list[bytes] = []
-            for event, data in pending:
-                name = event.name
-                tracker.absorb(name, data)
-                if name == "message_start":
-                    data["message"]["model"] = exchange.model_name
-                    out.append(frame(name, data))
-                elif name == "message_stop":
-                    if out:
+        async with aclosing(batches):
+            async for batch in batches:
+                # Events of one upstream read go out in one write (fewer ASGI sends).
+                out: list[bytes] = []
+                for event, data in batch:
+                    name = event.name
+                    tracker.absorb(name, data)
+                    if name == "message_start":
+                        data["message"]["model"] = exchange.model_name
+                        out.append(frame(name, data))
+                    elif name == "message_stop":
+                        if out:
+                            await writer.write(b"".join(out))
+                        await exchange.record(tracker)  # recorded before the client sees the end
+                        await writer.write(event.raw)
+                        await writer.close()
+                        exchange.log(200)
+                        return 200
+                    elif name == "error":
+                        await exchange.release()  # a failed stream is not billed
+                        out.append(event.raw)
                         await writer.write(b"".join(out))
-                    await exchange.record(tracker)  # recorded before the client sees the end
-                    await writer.write(event.raw)
-                    await writer.close()
-                    exchange.log(200)
-                    return 200
-                elif name == "error":
-                    await exchange.release()  # a failed stream is not billed
-                    out.append(event.raw)
+                        await writer.close()
+                        exchange.log(502)
+                        return 200
+                    else:
+                        out.append(event.raw)
+                if out:
                     await writer.write(b"".join(out))
-                    await writer.close()
-                    exchange.log(502)
-                    return 200
-                else:
-                    out.append(event.raw)
-            if out:
-                await writer.write(b"".join(out))
-            if disconnected.is_set():
-                return await exchange.drain_after_disconnect(opened, tracker)
-            try:
-                async with asyncio.timeout(ping_interval):
-                    chunk = await response.content.readany()
-            except TimeoutError:
-                await writer.write(PING_EVENT)
-                pending = []
-                continue
-            if not chunk:
-                raise AttemptFailed(
-                    GatewayError(502, "the provider closed the stream early"),
-                    "dropped",
-                    retryable=False,
-                )
-            pending = [
-                (e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(chunk)
-            ]
-    except (AttemptFailed, *_STREAM_ERRORS) as exc:
+    except ClientGone:
+        return await exchange.drain_after_disconnect(opened, tracker)
+    except STREAM_FAILURES as exc:
         # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
         await exchange.release()
         message = (
@@ -204,11 +193,9 @@ async def pump_anthropic(
         exchange.log(502)
         return 200
     finally:
-        response.close()
+        opened.response.close()
         request.close()
-
-
-_STREAM_ERRORS = (*CONNECT_ERRORS, orjson.JSONDecodeError)
+    raise AssertionError("event_batches ends only by return or raise")
 
 
 async def count_tokens(request: ApiRequest, send: Send) -> int:
