@@ -26,7 +26,7 @@ from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
 
 pytestmark = pytest.mark.e2e
 
-LAB_REDIS_DB = 13  # e2e stack: 12, billing: 14, limits: 15
+LAB_REDIS_DB = 10  # e2e stack: 12, bench: 13, billing: 14, limits: 15
 COOLDOWN_FAILURES = 3  # EZAT_COOLDOWN_FAILURES of the e2e gateways
 
 
@@ -171,10 +171,11 @@ def test_cooldown_is_shared_across_processes_with_redis(
         ask(lab, gateway.url, "messages", session, f"{lab.token} after")
         assert served(lab)[-1] == [("y", "ok")]
         # The other process routes this model (count_tokens is free and starts its cooldown
-        # sync, done at most once a second), then serves the same session.
+        # sync, done at most once a second), then serves the same session. The warm-up uses a
+        # session that prefers y: an answer from x would (rightly) end x's cooldown everywhere.
         counted = httpx.post(
             other.url + "/v1/messages/count_tokens",
-            headers={"x-api-key": lab.key.secret, "x-ezat-session": session},
+            headers={"x-api-key": lab.key.secret, "x-ezat-session": lab.header_session("y", "x")},
             json={"model": lab.model, "messages": user("warm up")},
         )
         assert counted.status_code == 200, counted.text
