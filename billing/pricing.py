@@ -25,10 +25,16 @@ class Prices:
 
     @classmethod
     def from_decimals(
-        cls, input: Decimal, output: Decimal, cache_read: Decimal, cache_write_5m: Decimal,
+        cls,
+        input: Decimal,
+        output: Decimal,
+        cache_read: Decimal,
+        cache_write_5m: Decimal,
         cache_write_1h: Decimal,
     ) -> Prices:
-        return cls(*(_micro(p) for p in (input, output, cache_read, cache_write_5m, cache_write_1h)))
+        return cls(
+            *(_micro(p) for p in (input, output, cache_read, cache_write_5m, cache_write_1h))
+        )
 
     def as_usd_strings(self) -> dict[str, str]:
         """The prices as kept on a usage record (USD per million tokens)."""

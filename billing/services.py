@@ -17,7 +17,11 @@ class BillingError(ValueError):
 
 @transaction.atomic
 def grant_credit(
-    *, org: Organization, amount_nano: int, memo: str = "", reference: str | None = None,
+    *,
+    org: Organization,
+    amount_nano: int,
+    memo: str = "",
+    reference: str | None = None,
     created_by: str = "",
 ) -> LedgerEntry:
     """Add prepaid credit: a ledger row and the balance move in one transaction.

@@ -26,7 +26,7 @@ class Model(models.Model):
     pdf = models.BooleanField(default=True)
     tools = models.BooleanField(default=True)
     structured_outputs = models.BooleanField(default=True)
-    reasoning_efforts = models.JSONField(default=list, blank=True, help_text="e.g. [\"low\", \"high\"]")
+    reasoning_efforts = models.JSONField(default=list, blank=True, help_text='e.g. ["low", "high"]')
     max_output_tokens = models.PositiveIntegerField()
     context_window = models.PositiveIntegerField()
     price_input = models.DecimalField(**PRICE_FIELD)
@@ -126,3 +126,6 @@ class CatalogVersion(models.Model):
 
     version = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"catalog v{self.version}"

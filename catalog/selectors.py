@@ -26,5 +26,6 @@ def public_model(m: ModelInfo) -> dict[str, Any]:
         "pricing": m.prices.as_usd_strings(),
     }
 
+
 def public_catalog(snapshot: CatalogSnapshot) -> dict[str, Any]:
     return {"data": [public_model(m) for m in snapshot.models]}

@@ -109,7 +109,9 @@ def upsert_deployment(
 ) -> tuple[Deployment, bool]:
     """Create or update a deployment. No model ids = it serves every catalog model."""
     model_ids = list(model_ids)
-    unknown = sorted(set(model_ids) - set(Model.objects.filter(id__in=model_ids).values_list("id", flat=True)))
+    unknown = sorted(
+        set(model_ids) - set(Model.objects.filter(id__in=model_ids).values_list("id", flat=True))
+    )
     if unknown:
         raise CatalogDataError(f"unknown model id(s): {', '.join(unknown)}")
     deployment = Deployment.objects.filter(name=name).first()

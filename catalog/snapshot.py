@@ -82,12 +82,19 @@ def build_snapshot() -> CatalogSnapshot:
         except ProviderKeyDecryptionError:
             # Encrypted under another EZAT_ENCRYPTION_KEY/SECRET_KEY: unusable, so not routed
             # to; every other deployment keeps serving. The operator re-enters the key.
-            logger.error("deployment key cannot be decrypted; skipped", extra={"deployment": d.name})
+            logger.error(
+                "deployment key cannot be decrypted; skipped", extra={"deployment": d.name}
+            )
             del deployments[d.id]
             continue
         infos[d.id] = DeploymentInfo(
-            id=d.id, name=d.name, kind=d.kind, base_url=d.base_url, api_key=api_key,
-            weight=d.weight, max_concurrency=d.max_concurrency,
+            id=d.id,
+            name=d.name,
+            kind=d.kind,
+            base_url=d.base_url,
+            api_key=api_key,
+            weight=d.weight,
+            max_concurrency=d.max_concurrency,
         )
     explicit: dict[str, list[Route]] = {}
     for link in DeploymentModel.objects.filter(deployment_id__in=infos).select_related("model"):
@@ -100,13 +107,23 @@ def build_snapshot() -> CatalogSnapshot:
     for m in Model.objects.filter(enabled=True).prefetch_related("aliases"):
         routes = explicit.get(m.id, []) + [Route(d, m.default_upstream_id) for d in serve_all]
         info = ModelInfo(
-            id=m.id, name=m.name, aliases=tuple(a.alias for a in m.aliases.all()),
-            sampling=m.sampling, prompt_caching=m.prompt_caching, vision=m.vision, pdf=m.pdf,
-            tools=m.tools, structured_outputs=m.structured_outputs,
-            reasoning_efforts=tuple(m.reasoning_efforts), max_output_tokens=m.max_output_tokens,
+            id=m.id,
+            name=m.name,
+            aliases=tuple(a.alias for a in m.aliases.all()),
+            sampling=m.sampling,
+            prompt_caching=m.prompt_caching,
+            vision=m.vision,
+            pdf=m.pdf,
+            tools=m.tools,
+            structured_outputs=m.structured_outputs,
+            reasoning_efforts=tuple(m.reasoning_efforts),
+            max_output_tokens=m.max_output_tokens,
             context_window=m.context_window,
             prices=Prices.from_decimals(
-                m.price_input, m.price_output, m.price_cache_read, m.price_cache_write_5m,
+                m.price_input,
+                m.price_output,
+                m.price_cache_read,
+                m.price_cache_write_5m,
                 m.price_cache_write_1h,
             ),
             routes=tuple(sorted(routes, key=lambda r: r.deployment.id)),
@@ -146,9 +163,8 @@ class SnapshotHolder:
                     self._snapshot = await sync_to_async(_load, thread_sensitive=False)()
                     self._checked_at = time.monotonic()
             return self._snapshot
-        if (
-            time.monotonic() - self._checked_at > settings.EZAT_CATALOG_POLL_INTERVAL
-            and (self._refresh is None or self._refresh.done())
+        if time.monotonic() - self._checked_at > settings.EZAT_CATALOG_POLL_INTERVAL and (
+            self._refresh is None or self._refresh.done()
         ):
             self._checked_at = time.monotonic()
             self._refresh = asyncio.get_running_loop().create_task(self._poll())

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+import orjson
 from django.http import HttpRequest, HttpResponse
 
-import orjson
 from catalog.selectors import public_catalog
 from catalog.snapshot import holder
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -22,7 +22,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         checks["database"] = "ok"
-    except Exception as exc:  # readiness must answer, whatever broke
+    except DatabaseError as exc:
         logger.warning("readyz: database unreachable", extra={"error": str(exc)})
         checks["database"] = "unreachable"
     if settings.REDIS_URL:
@@ -35,7 +35,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
             logger.warning("readyz: redis unreachable", extra={"error": str(exc)})
             checks["redis"] = "unreachable"
     ready = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503
+    )
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

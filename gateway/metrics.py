@@ -6,11 +6,15 @@ from prometheus_client import Counter, Histogram
 
 REQUESTS = Counter("ezat_requests_total", "API requests", ["api", "model", "status"])
 LATENCY = Histogram(
-    "ezat_request_seconds", "Time to the last byte", ["api"],
+    "ezat_request_seconds",
+    "Time to the last byte",
+    ["api"],
     buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 180, 600),
 )
 TTFT = Histogram(
-    "ezat_time_to_first_token_seconds", "Time to the first content event (streams)", ["api"],
+    "ezat_time_to_first_token_seconds",
+    "Time to the first content event (streams)",
+    ["api"],
     buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 180),
 )
 UPSTREAM_ATTEMPTS = Counter(

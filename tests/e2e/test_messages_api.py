@@ -343,14 +343,14 @@ def test_upstream_error_before_stream_is_json(e2e: Stack, status: int, kind: str
 def test_error_event_mid_stream(e2e: Stack) -> None:
     key = e2e.new_key()
     e2e.sim.script({"error_after_events": 5})
-    with pytest.raises(anthropic.APIStatusError) as raised:
-        with client(e2e, key.secret).messages.stream(
-            model="sonnet",
-            max_tokens=500,
-            messages=[{"role": "user", "content": "a long answer please"}],
-        ) as stream:
-            for _ in stream:
-                pass
+    stream = client(e2e, key.secret).messages.stream(
+        model="sonnet",
+        max_tokens=500,
+        messages=[{"role": "user", "content": "a long answer please"}],
+    )
+    with pytest.raises(anthropic.APIStatusError) as raised, stream as events:
+        for _ in events:
+            pass
     assert raised.value.type == "overloaded_error" or "Overloaded" in str(raised.value)
     assert e2e.usage(org_id=key.org_id) == []
 

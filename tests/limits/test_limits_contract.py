@@ -236,15 +236,23 @@ async def test_settle_releases_the_slot_in_the_same_step(make_limiter) -> None:
     lim = make_limiter()
     first = req(request_id="a", hold_nano=HOLD, candidates=((1, 1),))
     assert (await lim.admit(first)).deployment_id == 1
-    await refused(lim.admit(req(request_id="b", hold_nano=HOLD, candidates=((1, 1),))), CapacityExhausted)
-    await lim.settle("a", key_id=first.key_id, org_id=first.org_id, hold_nano=HOLD, cost_nano=10, deployment_id=1)
+    await refused(
+        lim.admit(req(request_id="b", hold_nano=HOLD, candidates=((1, 1),))), CapacityExhausted
+    )
+    await lim.settle(
+        "a", key_id=first.key_id, org_id=first.org_id, hold_nano=HOLD, cost_nano=10, deployment_id=1
+    )
     assert await lim.in_flight([1]) == {1: 0}
-    assert (await lim.admit(req(request_id="b", hold_nano=HOLD, candidates=((1, 1),)))).deployment_id == 1
+    assert (
+        await lim.admit(req(request_id="b", hold_nano=HOLD, candidates=((1, 1),)))
+    ).deployment_id == 1
 
 
 async def test_free_settle_with_a_slot_releases_it(make_limiter) -> None:
     lim = make_limiter()
-    assert (await lim.admit(req(request_id="a", hold_nano=0, candidates=((1, 1),)))).deployment_id == 1
+    assert (
+        await lim.admit(req(request_id="a", hold_nano=0, candidates=((1, 1),)))
+    ).deployment_id == 1
     await lim.settle("a", key_id=1, org_id=1, hold_nano=0, cost_nano=0, deployment_id=1)
     assert await lim.in_flight([1]) == {1: 0}
 

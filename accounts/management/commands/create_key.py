@@ -29,11 +29,15 @@ class Command(BaseCommand):
         org = get_org(str(options["org_name"]))
         cap = options["spend_cap_usd"]
         cap_nano = (
-            parse_usd(str(cap), what="--spend-cap-usd", allow_zero=True) if cap is not None else None
+            parse_usd(str(cap), what="--spend-cap-usd", allow_zero=True)
+            if cap is not None
+            else None
         )
         try:
             new = create_api_key(
-                org=org, name=str(options["name"]), rpm_limit=options["rpm"],  # type: ignore[arg-type]
+                org=org,
+                name=str(options["name"]),
+                rpm_limit=options["rpm"],  # type: ignore[arg-type]
                 spend_cap_nano=cap_nano,
             )
         except AccountsError as exc:

@@ -22,7 +22,9 @@ class Command(BaseCommand):
             with transaction.atomic():
                 org = create_org(name=str(options["name"]))
                 if amount:
-                    grant_credit(org=org, amount_nano=amount, memo="initial credit", created_by="cli")
+                    grant_credit(
+                        org=org, amount_nano=amount, memo="initial credit", created_by="cli"
+                    )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"organization {org.name} created (id {org.pk})")

@@ -18,7 +18,9 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         org = get_org(str(options["org_name"]))
         amount = parse_usd(str(options["amount_usd"]), what="amount")
-        entry = grant_credit(org=org, amount_nano=amount, memo=str(options["memo"]), created_by="cli")
+        entry = grant_credit(
+            org=org, amount_nano=amount, memo=str(options["memo"]), created_by="cli"
+        )
         org.refresh_from_db()
         self.stdout.write(
             f"granted {nano_to_usd(entry.amount_nano)} USD to {org.name}; "

@@ -42,6 +42,8 @@ class Command(BaseCommand):
         except CatalogDataError as exc:
             raise CommandError(str(exc)) from exc
         except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+            raise CommandError(
+                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+            ) from exc
         verb = "created" if created else "updated"
         self.stdout.write(f"deployment {deployment.name} {verb} ({deployment.base_url})")
