@@ -36,4 +36,19 @@ def django_db_setup(
     yield
     if not keepdb:
         with django_db_blocker.unblock():
+            _disconnect_other_sessions()
             teardown_databases(config, verbosity=request.config.option.verbose)
+
+
+def _disconnect_other_sessions() -> None:
+    """Worker threads of in-process async tests keep persistent connections (CONN_MAX_AGE);
+    PostgreSQL refuses to drop a database with sessions, so end them first."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
