@@ -185,6 +185,7 @@ def _memory(rows: list[Row]) -> list[str]:
             lines.append(
                 f"- {r['target']} {r.get('when', 'idle')}: RSS {mb(r['rss_kb'])} MB, "
                 f"peak (VmHWM) {mb(r['hwm_kb'])} MB"
+                + (f"; idle CPU {r['idle_cpu_ms_per_s']} ms/s" if "idle_cpu_ms_per_s" in r else "")
             )
         elif r["section"] == "memory":
             series = " → ".join(mb(kb) for kb in r["rss_kb"])

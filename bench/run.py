@@ -25,7 +25,7 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +53,17 @@ class Plan:
     long_stream: int  # tokens of the long stream for the per-event cost
 
     @classmethod
-    def make(cls, quick: bool) -> Plan:
+    def make(cls, quick: bool, memory_requests: int | None = None) -> Plan:
         if quick:
-            return cls((1, 16), (1000, 100_000), 0.4, 300, 0.1, 50, 0.1, 40, 4, 256)
-        return cls(
-            (1, 16, 64), (1000, 10_000, 100_000), 4.0, 50_000, 0.5, 1000, 0.3, 1000, 10, 1024
-        )
+            plan = cls((1, 16), (1000, 100_000), 0.4, 300, 0.1, 50, 0.1, 40, 4, 256)
+        else:
+            plan = cls(
+                (1, 16, 64), (1000, 10_000, 100_000), 4.0, 50_000, 0.5, 1000, 0.3, 1000, 10, 1024
+            )
+        if memory_requests:
+            batches = max(1, memory_requests // 100)
+            plan = replace(plan, memory_requests=memory_requests, memory_batches=batches)
+        return plan
 
 
 def cpu_fields(used: dict[str, float], requests: int) -> dict[str, float]:
@@ -291,9 +296,13 @@ class Runner:
                 "127.0.0.1", self.up_port, "/v1/messages", "anthropic", UPSTREAM_KEY
             )
             self.rows.append({"section": "rss", "target": "upstream", **memory_kb(pid)})
-            await self.matrix("upstream", "direct", target, pid)
-            await self.event_cost("upstream", "direct", target, pid)
-            await self.open_streams("upstream", "direct", target, pid)
+            phases = self.args.phases
+            if "matrix" in phases:
+                await self.matrix("upstream", "direct", target, pid)
+            if "events" in phases:
+                await self.event_cost("upstream", "direct", target, pid)
+            if "open" in phases:
+                await self.open_streams("upstream", "direct", target, pid)
         finally:
             pin(pid, self.side_cpu)
 
@@ -317,21 +326,29 @@ class Runner:
         working = await self.smoke(targets)
         if not working:
             return
-        self.rows.append({"section": "rss", "target": "gateway", "when": "idle", **memory_kb(pid)})
-        for api in working:
+        # Background work (cache refreshes, catalog polling, timers) costs CPU with no traffic.
+        meter = Meter(self.procs, pid)
+        await asyncio.sleep(self.plan.seconds / 2)
+        used = meter.stop()
+        idle = {"idle_cpu_ms_per_s": round(used["server"] * 1000 / used["elapsed"], 1)}
+        self.rows.append(
+            {"section": "rss", "target": "gateway", "when": "idle", **memory_kb(pid), **idle}
+        )
+        phases = self.args.phases
+        for api in working if "matrix" in phases else []:
             await self.matrix("gateway", api, targets[api], pid)
-        for api in working:
+        for api in working if "events" in phases else []:
             await self.event_cost("gateway", api, targets[api], pid)
         # Memory before open streams: 1,000 held streams raise RSS for good (the allocator keeps
         # its arenas), which would hide growth from the 100k-token requests.
         self.rows.append(
             {"section": "rss", "target": "gateway", "when": "after matrix", **memory_kb(pid)}
         )
-        if "messages" in working:
+        if "messages" in working and "memory" in phases:
             await self.memory("messages", targets["messages"], pid, stream=False)
-        if "openai" in working:
+        if "openai" in working and "memory" in phases:
             await self.memory("openai", targets["openai"], pid, stream=True)
-        for api in working:
+        for api in working if "open" in phases else []:
             await self.open_streams("gateway", api, targets[api], pid)
         self.rows.append({"section": "rss", "target": "gateway", "when": "end", **memory_kb(pid)})
         if self.procs.children[-1].poll() is not None:
@@ -388,7 +405,7 @@ def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> int:
-    plan = Plan.make(args.quick)
+    plan = Plan.make(args.quick, args.memory_requests)
     procs = Procs(keep_tmp=args.keep_tmp)
     runner = Runner(args, plan, procs)
     if args.pin:
@@ -447,6 +464,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="server on CPU 0, load + upstream on CPU 1 (default: if 2+ CPUs)",
     )
+    parser.add_argument(
+        "--phases",
+        default="matrix,events,memory,open",
+        help="comma list of matrix, events, memory, open (default: all)",
+    )
+    parser.add_argument(
+        "--memory-requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
     parser.add_argument("--max-minutes", type=float, default=45.0, help="hard cap on the run")
     parser.add_argument(
@@ -461,6 +490,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if bad := set(args.targets) - {"upstream", "gateway"}:
         parser.error(f"unknown targets: {', '.join(sorted(bad))}")
+    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if bad := args.phases - {"matrix", "events", "memory", "open"}:
+        parser.error(f"unknown phases: {', '.join(sorted(bad))}")
     if args.pin is None:
         args.pin = len(os.sched_getaffinity(0)) >= 2
     if args.out is None:
