@@ -13,9 +13,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
 from prometheus_client import Counter
 
 from billing.pricing import Prices, TokenCounts, cost_nano
@@ -99,19 +101,53 @@ def _insert_one(fields: dict[str, Any]) -> None:
         UsageRecord.objects.create(**fields)
 
 
+# Columns written by the hot path, in order; the rest of the table keeps its defaults.
+_COLUMNS = (
+    "request_id", "org_id", "api_key_id", "api", "stream", "model_id", "model_name",
+    "deployment", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_5m_tokens",
+    "cache_write_1h_tokens", "reasoning_tokens", "cost_nano", "prices", "output_exact", "status",
+    "attempts", "latency_ms", "ttft_ms", "started_at", "created_at",
+)  # fmt: skip
+_JSON_COLUMNS = frozenset({"prices", "attempts"})
+
+
+@cache
+def _insert_sql() -> str:
+    from billing.models import UsageRecord
+
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(c) for c in _COLUMNS)
+    marks = ", ".join(["%s"] * len(_COLUMNS))
+    return f"INSERT INTO {quote(UsageRecord._meta.db_table)} ({columns}) VALUES ({marks})"
+
+
+def _row(fields: dict[str, Any], now: datetime) -> list[Any]:
+    ops = connection.ops
+    row = []
+    for column in _COLUMNS:
+        value = now if column == "created_at" else fields[column]
+        if column in _JSON_COLUMNS:
+            value = ops.adapt_json_value(value, None)
+        elif column in ("started_at", "created_at"):
+            value = ops.adapt_datetimefield_value(value)
+        row.append(value)
+    return row
+
+
 def _insert_batch(batch: list[dict[str, Any]]) -> None:
-    """One INSERT for the whole batch (atomic on its own: autocommit, no BEGIN/COMMIT round
-    trips); row by row only if a request id collides.
+    """All rows in one executemany (psycopg pipelines it into one round trip), autocommit:
+    no BEGIN/COMMIT round trips and no model instances — the ORM cost more than the INSERT.
+    Row by row (idempotently) only if a request id collides.
 
     No per-batch `close_old_connections()`: with health checks on, that costs a `SELECT 1`
     round trip per batch. A connection that died is replaced and the batch retried once.
     """
-    from billing.models import UsageRecord
-
-    rows = [UsageRecord(**fields) for fields in batch]
+    now = timezone.now()
     for attempt in (1, 2):
         try:
-            UsageRecord.objects.bulk_create(rows)
+            rows = [_row(fields, now) for fields in batch]
+            with connection.cursor() as cursor:
+                cursor.executemany(_insert_sql(), rows)
             return
         except IntegrityError:
             for fields in batch:

@@ -28,6 +28,7 @@ import redis.asyncio as redis_async
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MaxConnectionsError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry as SyncRetry
 
@@ -69,6 +70,14 @@ class _CircuitOpen(RedisConnectionError):
 
 _ADMITTED, _RATE, _FUNDS, _CAPACITY, _NEED_SEED = 0, 1, 2, 3, 4
 
+# Connections per process (one per in-flight Redis call, not per open stream).
+POOL_SIZE = 256
+POOL_WAIT_SECONDS = 2.0
+
+
+def _pool_exhausted(exc: BaseException) -> bool:
+    return isinstance(exc, MaxConnectionsError) or "No connection available" in str(exc)
+
 
 def _client_kwargs(socket_timeout: float, connect_timeout: float) -> dict[str, Any]:
     # redis-py's default retry is 10 attempts with backoff up to 1 s: seconds of stall per
@@ -86,9 +95,16 @@ class _Conn:
     """A client and its registered scripts, bound to one event loop (redis.asyncio requires it)."""
 
     def __init__(self, url: str, socket_timeout: float, connect_timeout: float) -> None:
-        self.client = redis_async.Redis.from_url(
-            url, **_client_kwargs(socket_timeout, connect_timeout)
+        # A blocking pool: a burst beyond the pool's size waits (bounded) for a free connection
+        # instead of failing. redis-py's default pool raises at 100 connections, which the
+        # limiter took for "Redis down" and answered 503 to a 1,000-stream burst.
+        pool = redis_async.BlockingConnectionPool.from_url(
+            url,
+            max_connections=POOL_SIZE,
+            timeout=POOL_WAIT_SECONDS,
+            **_client_kwargs(socket_timeout, connect_timeout),
         )
+        self.client = redis_async.Redis(connection_pool=pool)
         self.admit = self.client.register_script(scripts.ADMIT)
         self.settle = self.client.register_script(scripts.SETTLE)
         self.seed = self.client.register_script(scripts.SEED)
@@ -137,6 +153,10 @@ class RedisLimiter:
     def _trip(self, op: str, exc: BaseException) -> None:
         if isinstance(exc, _CircuitOpen):
             return  # already open: re-tripping would keep it open for as long as traffic flows
+        if _pool_exhausted(exc):
+            # Redis is fine, this process is saturated: fail this request, not all of them.
+            logger.warning("limits: redis pool exhausted during %s", op)
+            return
         self._down_until = time.monotonic() + self._breaker_seconds
         logger.warning("limits: redis unreachable during %s: %s", op, exc)
 

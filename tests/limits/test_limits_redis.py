@@ -69,6 +69,29 @@ async def test_rpm_exact_across_two_processes(prefix: str, clock: FakeClock) -> 
     assert sum(isinstance(r, RateLimited) for r in results) == 140
 
 
+async def test_a_saturated_pool_makes_admission_wait_not_fail(
+    prefix: str, clock: FakeClock
+) -> None:
+    """A burst bigger than the connection pool must queue, not be refused as "Redis down"
+    (redis-py's default pool raises at 100 connections; a 1,000-stream burst got 900 × 503)."""
+    from gateway.limits import redis as limits_redis
+
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    try:
+        pool = lim._redis().client.connection_pool
+        held = [await pool.get_connection() for _ in range(limits_redis.POOL_SIZE)]
+        waiting = asyncio.create_task(lim.admit(req(rpm_limit=100)))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # queued for a connection
+        for connection in held:
+            await pool.release(connection)
+        assert isinstance(await asyncio.wait_for(waiting, 5), Admitted)
+        # and nothing tripped the breaker: the next admission goes straight through
+        assert isinstance(await lim.admit(req(rpm_limit=100)), Admitted)
+    finally:
+        await close(lim)
+
+
 async def test_100_concurrent_against_a_cap_covering_10(prefix: str, org_rows: dict) -> None:
     """Cold state (both processes seed from the DB at once), Redis's own clock."""
     hold, ids = 1_000, {"org_id": org_rows["org"].pk, "key_id": org_rows["key"].pk}
