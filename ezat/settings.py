@@ -31,7 +31,8 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhos
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "daphne",
+    # daphne is installed for Channels but not an app here: as one it only swaps `runserver`,
+    # and importing it (Twisted) costs every gateway process ~15 MB.
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
