@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from django.conf import settings
@@ -44,7 +44,6 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.images import ImageFetcher, ImageFetchError, ImageFetchPolicy
 from gateway.protocols.openai.inbound import (
     InvalidRequest,
     ModelCaps,
@@ -58,13 +57,20 @@ from gateway.protocols.openai.stream import ChatStreamTranslator
 from gateway.routing import has_thinking_signatures, session_key
 from gateway.thinking_store import store as thinking_store
 
+if TYPE_CHECKING:
+    from gateway.images import ImageFetcher
+
 FMT = OPENAI
 _fetcher: ImageFetcher | None = None
 
 
 def _image_fetcher() -> ImageFetcher:
+    """One per process, created (and httpx/httpcore imported) on the first image URL: most
+    gateway processes never download an image and should not carry the client in memory."""
     global _fetcher
     if _fetcher is None:
+        from gateway.images import ImageFetcher, ImageFetchPolicy
+
         _fetcher = ImageFetcher(ImageFetchPolicy(allow_loopback=settings.EZAT_IMAGE_ALLOW_LOOPBACK))
     return _fetcher
 
@@ -109,6 +115,8 @@ async def _prepare(
             disable_thinking(tr.body)
     image_bytes = 0
     if tr.images:
+        from gateway.images import ImageFetchError
+
         try:
             fetched = await _image_fetcher().fetch_all([(ref.param, ref.url) for ref in tr.images])
         except ImageFetchError as exc:
