@@ -30,6 +30,7 @@ PUBLISH_FAILURES = Counter(
 # layer costs a dashboard row, not the caller's latency.
 PUBLISH_TIMEOUT_SECONDS = 0.5
 MESSAGE_TYPE = "request.row"  # dispatched to RequestFeedConsumer.request_row
+ROWS_MESSAGE_TYPE = "request.rows"  # dispatched to RequestFeedConsumer.request_rows
 
 
 def group_name(org_id: int) -> str:
@@ -114,12 +115,21 @@ def row_from_usage(
 
 async def publish_request(org_id: int, row: dict[str, Any]) -> None:
     """Send `row` to every dashboard tab watching the org's request log. Never raises."""
+    await _group_send(org_id, {"type": MESSAGE_TYPE, "row": row})
+
+
+async def publish_rows(org_id: int, rows: list[dict[str, Any]]) -> None:
+    """Send several rows in one channel-layer message. Never raises."""
+    await _group_send(org_id, {"type": ROWS_MESSAGE_TYPE, "rows": rows})
+
+
+async def _group_send(org_id: int, message: dict[str, Any]) -> None:
     try:
         layer = get_channel_layer()
         if layer is None:
             return
         async with asyncio.timeout(PUBLISH_TIMEOUT_SECONDS):
-            await layer.group_send(group_name(org_id), {"type": MESSAGE_TYPE, "row": row})
+            await layer.group_send(group_name(org_id), message)
     except Exception:  # best effort by design (see module docstring); counted and logged
         PUBLISH_FAILURES.inc()
         logger.warning("live request feed: publish failed", exc_info=True, extra={"org_id": org_id})
@@ -156,18 +166,4 @@ class LiveFeed:
             await publish_rows(org_id, rows)
 
 
-async def publish_rows(org_id: int, rows: list[dict[str, Any]]) -> None:
-    """Send several rows in one channel-layer message. Never raises."""
-    try:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        async with asyncio.timeout(PUBLISH_TIMEOUT_SECONDS):
-            await layer.group_send(group_name(org_id), {"type": ROWS_MESSAGE_TYPE, "rows": rows})
-    except Exception:  # best effort by design (see module docstring); counted and logged
-        PUBLISH_FAILURES.inc()
-        logger.warning("live request feed: publish failed", exc_info=True, extra={"org_id": org_id})
-
-
-ROWS_MESSAGE_TYPE = "request.rows"  # dispatched to RequestFeedConsumer.request_rows
 feed = LiveFeed()
