@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -22,20 +21,8 @@ TOOL = {
 }
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimulatorThread]:
-    with SimulatorThread(api_key=API_KEY) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _clean(sim: SimulatorThread) -> None:
-    sim.reset()
-
-
-@pytest.fixture
-def client(sim: SimulatorThread) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=sim.url, api_key=API_KEY, max_retries=0)
+# The simulator is reset before every test (`sim`, `client`: tests/simulator/conftest.py).
+pytestmark = pytest.mark.usefixtures("reset_sim")
 
 
 def raw_events(sim: SimulatorThread, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -20,20 +19,8 @@ TOOL = {
 LONG_SYSTEM = "You are a meticulous assistant. " * 200  # ~6,400 characters
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimulatorThread]:
-    with SimulatorThread(api_key=API_KEY) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _clean(sim: SimulatorThread) -> None:
-    sim.reset()
-
-
-@pytest.fixture
-def client(sim: SimulatorThread) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=sim.url, api_key=API_KEY, max_retries=0)
+# The simulator is reset before every test (`sim`, `client`: tests/simulator/conftest.py).
+pytestmark = pytest.mark.usefixtures("reset_sim")
 
 
 def post(sim: SimulatorThread, body: dict[str, Any]) -> httpx.Response:
