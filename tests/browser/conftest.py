@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.e2e.conftest import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -54,23 +55,6 @@ if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
     pytest.skip(
         "Debian chromium is not installed (apt-get install -y chromium)", allow_module_level=True
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def database_url(settings_dict: dict[str, Any]) -> str:
-    engine = settings_dict["ENGINE"]
-    if engine.endswith("sqlite3"):
-        return f"sqlite:///{settings_dict['NAME']}"
-    user = settings_dict.get("USER") or "postgres"
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
