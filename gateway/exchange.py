@@ -253,6 +253,40 @@ class Exchange:
             slot, self._slot = self._slot, None
             await limits.get_limiter().release_slot(self.limits_id, slot)
 
+    # --- the two shapes of a Messages call, over deployments with failover ------------------
+    async def call(self, body_for: Callable[[Route], bytes], beta: str | None) -> dict[str, Any]:
+        """A non-streaming Messages call: the first deployment that answers, its reply parsed."""
+
+        async def attempt(route: Route) -> bytes:
+            _, payload = await self.post_json(route, "/v1/messages", body_for(route), beta)
+            return payload
+
+        reply: dict[str, Any] = orjson.loads(await self.run(attempt))
+        self.ttft_ms = int((time.perf_counter() - self.t0) * 1000)
+        return reply
+
+    async def open_committed(
+        self,
+        body_for: Callable[[Route], bytes],
+        beta: str | None,
+        writer: StreamWriter,
+        ping: bytes,
+    ) -> OpenStream:
+        """A streaming Messages call up to its commit point (the first content event).
+
+        While waiting, `ping` keep-alives open the response after EZAT_STREAM_OPEN_AFTER and
+        keep proxies from timing it out; a ping is not data, so a switch stays invisible.
+        """
+
+        async def keepalive() -> None:
+            await writer.write(ping)
+
+        async def attempt(route: Route) -> OpenStream:
+            return await self.open_stream(route, body_for(route), beta, keepalive)
+
+        opened: OpenStream = await self.run(attempt)
+        return opened
+
     # --- one attempt, JSON --------------------------------------------------------------------
     async def post_json(
         self, route: Route, path: str, body: bytes, beta: str | None

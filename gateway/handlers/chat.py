@@ -174,14 +174,7 @@ def _upstream_body(tr: TranslatedRequest, route: Route) -> bytes:
 async def _json(
     request: ApiRequest, send: Send, exchange: Exchange, tr: TranslatedRequest, extra: Headers
 ) -> int:
-    async def attempt(route: Route) -> bytes:
-        _, payload = await exchange.post_json(
-            route, "/v1/messages", _upstream_body(tr, route), None
-        )
-        return payload
-
-    reply = orjson.loads(await exchange.run(attempt))
-    exchange.ttft_ms = int((time.perf_counter() - exchange.t0) * 1000)
+    reply = await exchange.call(lambda route: _upstream_body(tr, route), None)
     await thinking_store.put(
         exchange.key.org_id, thinking_blocks_by_tool_id(reply.get("content") or [])
     )
@@ -209,14 +202,10 @@ async def _stream(
     )
     writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + extra)
 
-    async def keepalive() -> None:
-        await writer.write(ChatStreamTranslator.PING)
-
-    async def attempt(route: Route) -> OpenStream:
-        return await exchange.open_stream(route, _upstream_body(tr, route), None, keepalive)
-
     try:
-        opened: OpenStream = await exchange.run(attempt)
+        opened = await exchange.open_committed(
+            lambda route: _upstream_body(tr, route), None, writer, ChatStreamTranslator.PING
+        )
     except GatewayError as err:
         if not writer.opened:
             raise

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from contextlib import aclosing
 from typing import Any
 
@@ -89,18 +88,9 @@ def _upstream_body(body: dict[str, Any], upstream_model: str) -> bytes:
 async def _json(
     request: ApiRequest, send: Send, exchange: Exchange, body: dict[str, Any], beta: str | None
 ) -> int:
-    async def attempt(route: Any) -> bytes:
-        _, payload = await exchange.post_json(
-            route, "/v1/messages", _upstream_body(body, route.upstream_model_id), beta
-        )
-        return payload
-
-    payload = await exchange.run(attempt)
-    reply = orjson.loads(payload)
+    reply = await exchange.call(lambda route: _upstream_body(body, route.upstream_model_id), beta)
     reply["model"] = exchange.model_name
-    tracker = UsageTracker(usage=reply.get("usage") or {}, exact=True)
-    exchange.ttft_ms = int((time.perf_counter() - exchange.t0) * 1000)
-    await exchange.record(tracker)
+    await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
     headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(exchange.rate)
     await send_response(send, 200, orjson.dumps(reply), headers)
     exchange.log(200)
@@ -114,18 +104,10 @@ async def _stream(
         send, base_headers(request.request_id) + SSE_HEADERS + FMT.rate_headers(exchange.rate)
     )
 
-    async def keepalive() -> None:
-        # Opens the response before the first token and keeps proxies from timing it out;
-        # a ping is not data, so switching deployments afterwards stays invisible.
-        await writer.write(PING_EVENT)
-
-    async def attempt(route: Any) -> OpenStream:
-        return await exchange.open_stream(
-            route, _upstream_body(body, route.upstream_model_id), beta, keepalive
-        )
-
     try:
-        opened: OpenStream = await exchange.run(attempt)
+        opened = await exchange.open_committed(
+            lambda route: _upstream_body(body, route.upstream_model_id), beta, writer, PING_EVENT
+        )
     except GatewayError as err:
         if not writer.opened:
             raise
