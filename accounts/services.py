@@ -40,6 +40,16 @@ def add_member(*, org: Organization, user: AbstractBaseUser, role: str) -> Membe
     return membership
 
 
+@transaction.atomic
+def remove_member(*, membership: Membership) -> None:
+    """Remove a user from an org. The last owner cannot leave: someone must manage the org."""
+    org_memberships = Membership.objects.select_for_update().filter(org_id=membership.org_id)
+    owners = [m for m in org_memberships if m.role == Membership.Role.OWNER]
+    if membership.role == Membership.Role.OWNER and len(owners) <= 1:
+        raise AccountsError("the last owner cannot be removed; make someone else owner first")
+    Membership.objects.filter(pk=membership.pk).delete()
+
+
 def create_api_key(
     *,
     org: Organization,

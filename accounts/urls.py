@@ -15,4 +15,5 @@ urlpatterns = [
     path("members/", views.members_list, name="members"),
     path("members/add/", views.member_add, name="member-add"),
     path("members/<int:member_id>/role/", views.member_role, name="member-role"),
+    path("members/<int:member_id>/remove/", views.member_remove, name="member-remove"),
 ]

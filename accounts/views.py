@@ -29,6 +29,7 @@ from accounts.services import (
     AccountsError,
     add_member,
     create_api_key,
+    remove_member,
     revoke_api_key,
     update_api_key_limits,
 )
@@ -238,4 +239,19 @@ def member_role(request: HttpRequest, membership: Membership, member_id: int) ->
         messages.success(request, f"{target.user} is now {form.cleaned_data['role']}.")
     else:
         messages.error(request, " ".join(form.errors.get("role", ["Invalid role."])))
+    return redirect("dashboard:members")
+
+
+@require_POST
+@org_view(owner_only=True)
+def member_remove(request: HttpRequest, membership: Membership, member_id: int) -> HttpResponse:
+    target = selectors.org_members(membership.org).filter(pk=member_id).first()
+    if target is None:
+        raise Http404("No such member.")
+    try:
+        remove_member(membership=target)
+    except AccountsError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{target.user} removed from {membership.org}.")
     return redirect("dashboard:members")

@@ -129,6 +129,30 @@ def test_last_owner_cannot_be_demoted(world: World) -> None:
     assert alice.role == "owner"
 
 
+def test_owner_removes_a_member_but_not_the_last_owner(world: World) -> None:
+    client = world.client(world.a.owner)
+    bob = Membership.objects.get(org=world.a.org, user=world.member_a)
+    assert client.post(reverse("dashboard:member-remove", args=[bob.pk])).status_code == 302
+    assert not Membership.objects.filter(pk=bob.pk).exists()
+    # bob no longer sees org A at all
+    assert world.client(world.member_a).get(
+        reverse("dashboard:keys") + f"?org={world.a.org.pk}"
+    ).status_code in (302, 404)
+    alice = Membership.objects.get(org=world.a.org, user=world.a.owner)
+    client.post(reverse("dashboard:member-remove", args=[alice.pk]))
+    assert Membership.objects.filter(pk=alice.pk).exists()  # the last owner stays
+
+
+def test_members_and_other_orgs_cannot_remove_members(world: World) -> None:
+    alice = Membership.objects.get(org=world.a.org, user=world.a.owner)
+    bob_client = world.client(world.member_a)
+    assert bob_client.post(reverse("dashboard:member-remove", args=[alice.pk])).status_code == 403
+    carol_client = world.client(world.b.owner)  # owner of B: A's members are not hers
+    response = carol_client.post(reverse("dashboard:member-remove", args=[alice.pk]))
+    assert response.status_code == 404
+    assert Membership.objects.filter(pk=alice.pk).exists()
+
+
 def test_csrf_is_enforced_on_dashboard_forms(world: World) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(world.a.owner)
