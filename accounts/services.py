@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -114,3 +115,38 @@ def create_management_key(
         created_by=created_by,
     )
     return key, secret
+
+
+_UNSET: Any = object()
+
+
+@transaction.atomic
+def patch_api_key(
+    *,
+    key: ApiKey,
+    name: str | None = None,
+    rpm_limit: int | None = _UNSET,
+    spend_cap_nano: int | None = _UNSET,
+) -> ApiKey:
+    """Change only what was given (None clears a limit), under a row lock.
+
+    `update_api_key_limits` writes both limits at once; reading the current values and writing
+    them back unlocked would let two concurrent PATCHes of different fields undo each other.
+    """
+    locked = ApiKey.objects.select_for_update().get(pk=key.pk)
+    return update_api_key_limits(
+        key=locked,
+        rpm_limit=locked.rpm_limit if rpm_limit is _UNSET else rpm_limit,
+        spend_cap_nano=locked.spend_cap_nano if spend_cap_nano is _UNSET else spend_cap_nano,
+        name=name,
+    )
+
+
+@transaction.atomic
+def revoke_management_key(*, key: ManagementKey) -> ManagementKey:
+    """Idempotent: revoking twice keeps the first revocation time."""
+    key = ManagementKey.objects.select_for_update().get(pk=key.pk)
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key

@@ -24,8 +24,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts import services
+from accounts import services as account_services
 from accounts.api import selectors
-from accounts.api import services as api_services
 from accounts.api.auth import ManagementKeyAuthentication
 from accounts.api.permissions import (
     OrgAccess,
@@ -263,7 +263,7 @@ class ApiKeyDetailView(OrgScopedAPIView):
             changes["spend_cap_nano"] = data["spend_cap_usd"]
         if changes:
             with service_errors():
-                api_services.patch_api_key(key=key, **changes)
+                account_services.patch_api_key(key=key, **changes)
             logger.info(
                 "api key updated",
                 extra={
@@ -383,7 +383,7 @@ class ManagementKeyDetailView(OrgScopedAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _revoke(self, request: Request, key: ManagementKey) -> ManagementKey:
-        key = api_services.revoke_management_key(key=key)
+        key = account_services.revoke_management_key(key=key)
         logger.info(
             "management key revoked",
             extra={"org_id": self.org.pk, "key_id": key.pk, "actor": actor(request)},
