@@ -21,7 +21,12 @@ from django.template.response import TemplateResponse
 
 from accounts.forms import usd_initial
 from accounts.models import ApiKey, ManagementKey, Membership, Organization
-from accounts.services import AccountsError, revoke_api_key, update_api_key_limits
+from accounts.services import (
+    AccountsError,
+    revoke_api_key,
+    revoke_management_key,
+    update_api_key_limits,
+)
 from billing.dashboard_selectors import month_start
 from billing.pricing import usd_to_nano
 from billing.services import BillingError, grant_credit
@@ -266,9 +271,20 @@ class ManagementKeyAdmin(admin.ModelAdmin):
     search_fields = ("prefix", "name", "org__name")
     fields = ("org", "prefix", "name", "created_by", "created_at", "last_used_at", "revoked_at")
     readonly_fields = fields
+    actions = ("revoke_management_keys",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ManagementKey]:
         return super().get_queryset(request).defer("key_hash")
+
+    @admin.action(description="Revoke the selected management keys")
+    def revoke_management_keys(
+        self, request: HttpRequest, queryset: QuerySet[ManagementKey]
+    ) -> None:
+        count = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            revoke_management_key(key=key)
+            count += 1
+        self.message_user(request, f"Revoked {count} management key(s).")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -157,6 +157,20 @@ def test_admin_revoke_and_limits(world: World, operator: Client) -> None:
     assert ApiKey.objects.get(pk=world.b.key.pk).revoked_at is None
 
 
+def test_admin_revokes_management_keys(world: World, operator: Client) -> None:
+    from accounts.models import ManagementKey
+    from accounts.services import create_management_key
+
+    mine, _ = create_management_key(org=world.a.org, name="ci")
+    other, _ = create_management_key(org=world.b.org, name="other")
+    operator.post(
+        reverse("admin:accounts_managementkey_changelist"),
+        {"action": "revoke_management_keys", ACTION_CHECKBOX_NAME: [mine.pk]},
+    )
+    assert ManagementKey.objects.get(pk=mine.pk).revoked_at is not None
+    assert ManagementKey.objects.get(pk=other.pk).revoked_at is None
+
+
 def test_provider_key_is_write_only(operator: Client, deployment: Deployment) -> None:
     change = reverse("admin:catalog_deployment_change", args=[deployment.pk])
     for url in (reverse("admin:catalog_deployment_changelist"), change):
