@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from celery import shared_task
-
 from billing.reconcile import DEFAULT_BATCH_SIZE, reconcile_all
+from ezat.celery import app
 
 # Bounds one run (100k records at the default batch size); beat's next tick continues.
 MAX_BATCHES_PER_RUN = 200
 
 
-@shared_task(
+@app.task(
     name="billing.tasks.reconcile_usage",
     # Ack after the work: a worker lost mid-batch (its transaction rolled back) gets the message
     # redelivered. Safe because reconciliation is idempotent: a redelivered or duplicated message

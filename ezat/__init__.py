@@ -1,6 +1,7 @@
-from __future__ import annotations
+"""EZAT Router's Django project package.
 
-# Importing the Celery app here makes `@shared_task` bind to it in every process.
-from ezat.celery import app as celery_app
-
-__all__ = ["celery_app"]
+The Celery app lives in `ezat.celery` and is not imported here (unlike Celery's Django recipe):
+importing it costs every gateway process ~10 MB, and only workers, beat and code that sends
+tasks need it. `billing.tasks` binds its tasks to that app explicitly; `celery -A ezat` finds it
+as `ezat.celery.app`.
+"""
