@@ -261,8 +261,14 @@ class Exchange:
             _, payload = await self.post_json(route, "/v1/messages", body_for(route), beta)
             return payload
 
-        reply: dict[str, Any] = orjson.loads(await self.run(attempt))
+        payload = await self.run(attempt)
         self.ttft_ms = int((time.perf_counter() - self.t0) * 1000)
+        try:
+            reply = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise GatewayError(502, "the provider answered with an invalid body", type_="api_error")
         return reply
 
     async def open_committed(

@@ -139,7 +139,7 @@ async def pump_anthropic(
                 for event, data in batch:
                     name = event.name
                     tracker.absorb(name, data)
-                    if name == "message_start":
+                    if name == "message_start" and isinstance(data.get("message"), dict):
                         data["message"]["model"] = exchange.model_name
                         out.append(frame(name, data))
                     elif name == "message_stop":

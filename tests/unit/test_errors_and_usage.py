@@ -139,3 +139,27 @@ def test_models_without_caching_bill_cache_tokens_as_input() -> None:
     )
     tokens = tracker.tokens(_model(prompt_caching=False))
     assert (tokens.input, tokens.cache_read, tokens.cache_write_5m) == (18, 0, 0)
+
+
+@pytest.mark.parametrize("payload", [b"<html>bad gateway</html>", b"[1, 2]", b""])
+async def test_a_200_with_an_unusable_body_is_a_502_not_a_500(payload: bytes) -> None:
+    from accounts.keycache import KeyInfo
+    from gateway.exchange import Exchange
+
+    exchange = Exchange(
+        api="messages",
+        request_id="req_1",
+        key=KeyInfo(1, 1, "ezat_sk_x", 10, None),
+        model=_model(),
+        model_name="m",
+        stream=False,
+        session="s",
+    )
+
+    async def run(attempt: object) -> bytes:
+        return payload
+
+    exchange.run = run  # type: ignore[method-assign]
+    with pytest.raises(GatewayError) as raised:
+        await exchange.call(lambda route: b"{}", None)
+    assert raised.value.status == 502
