@@ -516,6 +516,24 @@ class Exchange:
         _publish_live(data, cost, self.key.prefix)
         return cost
 
+    async def fail_stream(
+        self, writer: StreamWriter, error: bytes, status: int, *, client_gone: bool = False
+    ) -> None:
+        """After the response opened, a failure is told in-stream (unless nobody listens any
+        more), the stream ends, and nothing is billed."""
+        await self.release()
+        if not client_gone:
+            await writer.write(error)
+            await writer.close()
+        self.log(status)
+
+    @staticmethod
+    def stream_failure(exc: BaseException) -> GatewayError:
+        """The error to report for one of STREAM_FAILURES."""
+        if isinstance(exc, AttemptFailed):
+            return exc.error
+        return GatewayError(502, "the provider stream failed", type_="api_error")
+
     async def release(self) -> None:
         """Nothing is billed (failed request): drop the hold and the slot."""
         await self._settle(0)

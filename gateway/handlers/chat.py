@@ -14,7 +14,7 @@ import orjson
 from django.conf import settings
 
 from catalog.snapshot import ModelInfo, Route
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import (
     STREAM_FAILURES,
     AttemptFailed,
@@ -209,22 +209,17 @@ async def _stream(
     except GatewayError as err:
         if not writer.opened:
             raise
-        await exchange.release()
-        await _stream_error(writer, translator, err)
-        exchange.log(FMT.error_status(err))
-        return FMT.error_status(err)
+        status = FMT.error_status(err)
+        await exchange.fail_stream(writer, _stream_error(translator, err), status)
+        return status
     return await _pump(request, exchange, opened, writer, translator)
 
 
-async def _stream_error(
-    writer: StreamWriter, translator: ChatStreamTranslator, err: GatewayError
-) -> None:
-    from gateway.errors import openai_error_object
-
+def _stream_error(translator: ChatStreamTranslator, err: GatewayError) -> bytes:
+    """`data: {"error": …}` then `data: [DONE]`: openai-python raises APIError on the first."""
     error = openai_error_object(err)
-    await writer.write(translator.error_chunk(err.message, str(error["type"]), error["code"]))  # type: ignore[arg-type]
-    await writer.write(ChatStreamTranslator.DONE)
-    await writer.close()
+    code = error["code"] if isinstance(error["code"], str) else None
+    return translator.error_chunk(err.message, str(error["type"]), code) + ChatStreamTranslator.DONE
 
 
 async def _pump(
@@ -269,15 +264,8 @@ async def _pump(
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
-        await exchange.release()
-        err = (
-            exc.error
-            if isinstance(exc, AttemptFailed)
-            else GatewayError(502, "the provider stream failed")
-        )
-        if not request.disconnected:
-            await _stream_error(writer, translator, err)
-        exchange.log(502)
+        payload = _stream_error(translator, exchange.stream_failure(exc))
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
         return 200
     finally:
         opened.response.close()

@@ -11,7 +11,6 @@ import orjson
 from gateway.errors import GatewayError
 from gateway.exchange import (
     STREAM_FAILURES,
-    AttemptFailed,
     ClientGone,
     Exchange,
     OpenStream,
@@ -112,10 +111,9 @@ async def _stream(
         if not writer.opened:
             raise
         # Keep-alives already opened the response: the error goes in the stream.
-        await exchange.release()
-        await writer.write(error_event(err.type, err.message, request.request_id))
-        await writer.close()
-        exchange.log(err.status)
+        await exchange.fail_stream(
+            writer, error_event(err.type, err.message, request.request_id), err.status
+        )
         return err.status
     disconnected = request.watch_disconnect()
     return await pump_anthropic(request, exchange, opened, writer, disconnected)
@@ -165,14 +163,9 @@ async def pump_anthropic(
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
         # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
-        await exchange.release()
-        message = (
-            exc.error.message if isinstance(exc, AttemptFailed) else "the provider stream failed"
-        )
-        if not request.disconnected:
-            await writer.write(error_event("api_error", message, request.request_id))
-            await writer.close()
-        exchange.log(502)
+        err = exchange.stream_failure(exc)
+        payload = error_event("api_error", err.message, request.request_id)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
         return 200
     finally:
         opened.response.close()
