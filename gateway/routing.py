@@ -44,8 +44,25 @@ def session_key(header: str | None, prompt_cache_key: str | None, body: dict[str
             # Breakpoints move every turn (the newest message carries one, so the first message
             # has it on turn 1 only): they must not change the conversation's key.
             raw = orjson.dumps(_without_cache_control(part), option=orjson.OPT_NON_STR_KEYS)
-        digest.update(raw)
+        digest.update(_identity(raw))
     return "c:" + digest.hexdigest()
+
+
+HASHED_HEAD = 16 * 1024
+HASHED_TAIL = 1024
+
+
+def _identity(raw: bytes) -> bytes:
+    """What identifies a long part: its length, beginning and end.
+
+    Hashing all of a 100k-token first message cost 0.7 ms per request (blake2b over 400 KB),
+    more than the rest of the gateway's work on it. Two different conversations that agree on
+    length, the first 16 KiB and the last 1 KiB would share a deployment — a routing preference,
+    never a correctness issue.
+    """
+    if len(raw) <= HASHED_HEAD + HASHED_TAIL:
+        return raw
+    return len(raw).to_bytes(8, "big") + raw[:HASHED_HEAD] + raw[-HASHED_TAIL:]
 
 
 def _as_blocks(content: Any) -> Any:

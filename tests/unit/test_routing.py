@@ -105,6 +105,18 @@ def test_derived_key_is_system_and_first_message_only() -> None:
     assert session_key(None, None, {}) == session_key(None, None, {"messages": []})
 
 
+def test_derived_key_of_long_prompts_uses_length_head_and_tail() -> None:
+    """Long first messages are identified by length + first 16 KiB + last 1 KiB (cheap)."""
+    long_text = "a" * 100_000
+    base = session_key(None, None, {"messages": [{"role": "user", "content": long_text}]})
+    middle_changed = long_text[:50_000] + "b" + long_text[50_001:]
+    assert (
+        session_key(None, None, {"messages": [{"role": "user", "content": middle_changed}]}) == base
+    )
+    for other in (long_text + "a", "b" + long_text[1:], long_text[:-1] + "b"):
+        assert session_key(None, None, {"messages": [{"role": "user", "content": other}]}) != base
+
+
 def test_derived_key_ignores_moving_cache_breakpoints() -> None:
     # Clients (and the OpenAI API's automatic caching) put a breakpoint on the newest message:
     # on turn 1 that is the first message, on turn 2 it is not. The session must not change.
