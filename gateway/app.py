@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from ezat.logging import request_id_var
 from gateway.errors import GatewayError
-from gateway.handlers import messages, models
+from gateway.handlers import chat, messages, models
 from gateway.handlers.common import ANTHROPIC, OPENAI
 from gateway.http import ApiRequest, Receive, Scope, Send
 from gateway.metrics import SIDE_EFFECT_FAILURES
@@ -21,12 +22,6 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[ApiRequest, Send], Awaitable[int]]
 
 
-def _chat_handler() -> Handler:
-    from gateway.handlers import chat
-
-    return chat.create_chat_completion
-
-
 class GatewayApp:
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Handler] = {
@@ -34,14 +29,13 @@ class GatewayApp:
             ("POST", "/v1/messages/count_tokens"): messages.count_tokens,
             ("GET", "/v1/models"): models.anthropic_models,
             ("GET", "/openai/v1/models"): models.openai_models,
+            ("POST", "/openai/v1/chat/completions"): chat.create_chat_completion,
         }
-        try:
-            self.routes[("POST", "/openai/v1/chat/completions")] = _chat_handler()
-        except ImportError:
-            logger.warning("chat completions handler unavailable")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = ApiRequest(scope, receive)
+        # Every log line of this request (limits, routing, billing) carries its id.
+        request_id_var.set(request.request_id)
         path = scope["path"].rstrip("/") or "/"
         handler = self.routes.get((scope["method"], path))
         fmt = OPENAI if path.startswith("/openai/") else ANTHROPIC
@@ -58,7 +52,7 @@ class GatewayApp:
             await handler(request, send)
         except Exception:
             # A 500 is a bug: log it with the request id; answer in the caller's format.
-            logger.exception("unhandled error", extra={"request_id": request.request_id})
+            logger.exception("unhandled error")
             try:
                 await fmt.send_error(
                     send, request, GatewayError(500, "internal error", type_="api_error")

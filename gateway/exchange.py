@@ -471,10 +471,7 @@ class Exchange:
                             raise _DrainStopped
                         tracker.absorb(event.name, orjson.loads(event.data) if event.data else {})
         except (TimeoutError, _DrainStopped, *CONNECT_ERRORS, orjson.JSONDecodeError):
-            logger.info(
-                "disconnect drain incomplete; output estimated",
-                extra={"request_id": self.request_id},
-            )
+            logger.info("disconnect drain incomplete; output estimated")
         finally:
             opened.response.close()
         await self.record(tracker, status="client_disconnected")
@@ -565,7 +562,6 @@ class Exchange:
             logger.info(
                 "request",
                 extra={
-                    "request_id": self.request_id,
                     "api": self.api,
                     "model": self.model.id,
                     "status": status,

@@ -18,6 +18,7 @@ from gateway import limits
 from gateway.errors import GatewayError, anthropic_body, openai_body, openai_status
 from gateway.exchange import Exchange
 from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
+from gateway.protocols.anthropic.validation import unknown_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +109,10 @@ async def snapshot() -> CatalogSnapshot:
 def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo:
     model = snap.resolve(name)
     if model is None:
+        err = unknown_model(name)
         if fmt.is_openai:
-            message = f"The model `{name}` does not exist or you do not have access to it."
-        else:
-            message = f"model: {name}"
-        raise GatewayError(
-            404, message, type_="not_found_error", param="model", code="model_not_found"
-        )
+            err.message = f"The model `{name}` does not exist or you do not have access to it."
+        raise err
     return model
 
 
