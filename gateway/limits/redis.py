@@ -27,6 +27,7 @@ import redis as redis_sync
 import redis.asyncio as redis_async
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MaxConnectionsError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -57,6 +58,7 @@ from gateway.limits.common import (
     retry_after,
 )
 from gateway.limits.local import LocalLimiter
+from gateway.limits.resp import RespClient, ScriptRef
 
 logger = logging.getLogger("gateway.limits")
 
@@ -94,7 +96,9 @@ def _client_kwargs(socket_timeout: float, connect_timeout: float) -> dict[str, A
 class _Conn:
     """A client and its registered scripts, bound to one event loop (redis.asyncio requires it)."""
 
-    def __init__(self, url: str, socket_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self, url: str, socket_timeout: float, connect_timeout: float, *, lean: bool = True
+    ) -> None:
         # A blocking pool: a burst beyond the pool's size waits (bounded) for a free connection
         # instead of failing. redis-py's default pool raises at 100 connections, which the
         # limiter took for "Redis down" and answered 503 to a 1,000-stream burst.
@@ -110,6 +114,27 @@ class _Conn:
         self.seed = self.client.register_script(scripts.SEED)
         self.acquire = self.client.register_script(scripts.ACQUIRE_SLOT)
         self.in_flight = self.client.register_script(scripts.IN_FLIGHT)
+        # The per-request scripts go through the lean pipelined client when the URL allows it.
+        self.fast = (
+            RespClient(url, socket_timeout=socket_timeout, connect_timeout=connect_timeout)
+            if lean and RespClient.supports(url)
+            else None
+        )
+
+        self._refs = {
+            id(script): ScriptRef(script.sha, str(script.script))
+            for script in (self.admit, self.settle, self.acquire)
+        }
+
+    async def run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        if self.fast is not None:
+            return await self.fast.evalsha(self._refs[id(script)], keys, args)
+        return await script(keys=keys, args=args)
+
+    async def aclose(self) -> None:
+        if self.fast is not None:
+            await self.fast.aclose()
+        await self.client.aclose()
 
 
 class RedisLimiter:
@@ -123,6 +148,7 @@ class RedisLimiter:
         socket_timeout: float = 0.5,
         connect_timeout: float = 0.25,
         breaker_seconds: float = 1.0,
+        lean_client: bool = True,
     ) -> None:
         if money is None:
             from gateway.limits.seed import DbMoneySource
@@ -133,6 +159,7 @@ class RedisLimiter:
         self._clock = clock  # None: Redis's clock (TIME) decides windows and expiries
         self._timeouts = (socket_timeout, connect_timeout)
         self._breaker_seconds = breaker_seconds
+        self._lean = lean_client  # False: redis-py for every call (tests of that path)
         self._down_until = 0.0  # monotonic
         self._conn: _Conn | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -146,7 +173,7 @@ class RedisLimiter:
             raise _CircuitOpen("circuit open after a recent failure")
         loop = asyncio.get_running_loop()
         if self._conn is None or self._loop is not loop:
-            self._conn = _Conn(self._url, *self._timeouts)
+            self._conn = _Conn(self._url, *self._timeouts, lean=self._lean)
             self._loop = loop
         return self._conn
 
@@ -180,7 +207,7 @@ class RedisLimiter:
         """Finish background reseeds, close the Redis client and the money source."""
         await self._seeder.aclose()
         if self._conn is not None:
-            await self._conn.client.aclose()
+            await self._conn.aclose()
             self._conn = None
 
     async def wait_background(self) -> None:
@@ -223,7 +250,7 @@ class RedisLimiter:
             self._now_arg(),
         ]
         args += [m for _, m in req.candidates]
-        res: list[Any] = await conn.admit(keys=keys, args=args)
+        res: list[Any] = await conn.run(conn.admit, keys, args)
         res.append(month)  # for the tickets
         return res
 
@@ -306,7 +333,8 @@ class RedisLimiter:
             self._now_arg(),
         ]
         try:
-            await self._redis().settle(keys=keys, args=args)
+            conn = self._redis()
+            await conn.run(conn.settle, keys, args)
         except UNREACHABLE as exc:
             # The hold expires with its TTL; the cost is in the usage record, so the next seed
             # or reseed after Redis returns counts it. Swallowed, logged, counted.
@@ -317,7 +345,8 @@ class RedisLimiter:
     async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
         try:
             args = [request_id, max_concurrency, int(hold_ttl_seconds() * 1000), self._now_arg()]
-            res = await self._redis().acquire(keys=[self._slot_key(deployment_id)], args=args)
+            conn = self._redis()
+            res = await conn.run(conn.acquire, [self._slot_key(deployment_id)], args)
             return bool(int(res))
         except UNREACHABLE as exc:
             # Failover of an already admitted request: fail open on the per-process slots.

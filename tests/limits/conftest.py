@@ -124,7 +124,7 @@ def money() -> StaticMoney:
 LimiterFactory = Callable[..., Any]
 
 
-@pytest.fixture(params=["local", "redis"])
+@pytest.fixture(params=["local", "redis", "redis-py"])
 async def make_limiter(
     request: pytest.FixtureRequest, clock: FakeClock, money: StaticMoney
 ) -> AsyncIterator[LimiterFactory]:
@@ -143,7 +143,15 @@ async def make_limiter(
         if kind == "local":
             limiter = LocalLimiter(money=source, clock=tick)
         else:
-            limiter = RedisLimiter(REDIS_URL, prefix=prefix, money=source, clock=tick)
+            # "redis": the lean pipelined client for the per-request scripts (production);
+            # "redis-py": every call through redis-py (rediss:// and unix:// URLs).
+            limiter = RedisLimiter(
+                REDIS_URL,
+                prefix=prefix,
+                money=source,
+                clock=tick,
+                lean_client=kind == "redis",
+            )
         made.append(limiter)
         return limiter
 
@@ -152,7 +160,7 @@ async def make_limiter(
     yield factory
     for limiter in made:
         await limiter.aclose()  # also closes a DbMoneySource's connections
-    if kind == "redis":
+    if kind != "local":
         await delete_prefix(prefix)
 
 

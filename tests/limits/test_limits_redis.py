@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import redis.asyncio as redis_async
@@ -69,27 +68,109 @@ async def test_rpm_exact_across_two_processes(prefix: str, clock: FakeClock) -> 
     assert sum(isinstance(r, RateLimited) for r in results) == 140
 
 
-async def test_a_saturated_pool_makes_admission_wait_not_fail(
-    prefix: str, clock: FakeClock
-) -> None:
-    """A burst bigger than the connection pool must queue, not be refused as "Redis down"
-    (redis-py's default pool raises at 100 connections; a 1,000-stream burst got 900 × 503)."""
-    from gateway.limits import redis as limits_redis
-
+async def test_a_burst_shares_one_pipelined_connection(prefix: str, clock: FakeClock) -> None:
+    """1,000 admissions at once go over one connection, each answered by its own reply (they
+    differ: every fifth key is over its limit), with no pool to exhaust (a 1,000-stream burst
+    once got 900 × 503 from redis-py's pool)."""
     lim = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
     try:
-        pool = lim._redis().client.connection_pool
-        held = [await pool.get_connection() for _ in range(limits_redis.POOL_SIZE)]
-        waiting = asyncio.create_task(lim.admit(req(rpm_limit=100)))
-        await asyncio.sleep(0.3)
-        assert not waiting.done()  # queued for a connection
-        for connection in held:
-            await pool.release(connection)
-        assert isinstance(await asyncio.wait_for(waiting, 5), Admitted)
-        # and nothing tripped the breaker: the next admission goes straight through
-        assert isinstance(await lim.admit(req(rpm_limit=100)), Admitted)
+        requests = [req(key_id=k, rpm_limit=0 if k % 5 == 0 else 10) for k in range(1, 1001)]
+        results = await asyncio.gather(*(lim.admit(r) for r in requests), return_exceptions=True)
+        for r, res in zip(requests, results, strict=True):
+            expected = RateLimited if r.rpm_limit == 0 else Admitted
+            assert isinstance(res, expected), (r.key_id, res)
+        fast = lim._redis().fast
+        assert fast is not None and fast.connections_opened == 1
     finally:
         await close(lim)
+
+
+async def test_scripts_flushed_from_redis_are_loaded_again(prefix: str, clock, raw) -> None:
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    try:
+        assert isinstance(await lim.admit(req(rpm_limit=10)), Admitted)
+        await raw.script_flush()  # what a Redis restart does
+        fast = lim._redis().fast
+        assert fast is not None
+        sent = fast.commands_sent
+        assert isinstance(await lim.admit(req(rpm_limit=10)), Admitted)
+        assert fast.commands_sent - sent == 3  # EVALSHA (NOSCRIPT), SCRIPT LOAD, EVALSHA
+    finally:
+        await close(lim)
+
+
+async def test_a_redis_that_stops_answering_times_out_and_the_next_call_reconnects(
+    prefix: str, clock: FakeClock
+) -> None:
+    """A reply that never comes fails the call (money fails closed) instead of hanging, and the
+    connection is dropped: a late reply would otherwise answer the next caller."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    lim = RedisLimiter(
+        f"redis://127.0.0.1:{port}/0",
+        prefix=prefix,
+        money=StaticMoney(),
+        clock=clock,
+        socket_timeout=0.2,
+        breaker_seconds=0,
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(LimiterUnavailable):
+            await lim.admit(req(hold_nano=1_000))
+        assert time.monotonic() - started < 1.5
+        with pytest.raises(LimiterUnavailable):
+            await lim.admit(req(hold_nano=1_000))
+        fast = lim._redis().fast
+        assert fast is not None and fast.connections_opened == 2
+    finally:
+        await lim.aclose()
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_only_plain_tcp_urls_use_the_lean_client() -> None:
+    from gateway.limits.resp import RespClient
+
+    assert RespClient.supports("redis://user:pw@10.0.0.1:6380/2")
+    assert not RespClient.supports("rediss://10.0.0.1:6380/2")
+    assert not RespClient.supports("unix:///run/redis.sock")
+
+
+async def test_lean_client_authenticates_and_selects_its_db(raw) -> None:
+    """AUTH and SELECT are written before any command can use the connection."""
+    from gateway.limits.resp import RespClient, pack
+
+    await raw.set("ezat:test:resp-db", "here")  # REDIS_URL's db
+    client = RespClient(REDIS_URL, socket_timeout=1, connect_timeout=1)
+    other = RespClient(REDIS_URL.rsplit("/", 1)[0] + "/0", socket_timeout=1, connect_timeout=1)
+    try:
+        first, second = await asyncio.gather(
+            client.call(pack(b"GET", "ezat:test:resp-db")),
+            client.call(pack(b"GET", "ezat:test:resp-db")),
+        )
+        assert first == second == "here"
+        if not REDIS_URL.endswith("/0"):
+            assert await other.call(pack(b"GET", "ezat:test:resp-db")) is None
+        bad = RespClient(
+            REDIS_URL.replace("redis://", "redis://nobody:wrong@"),
+            socket_timeout=1,
+            connect_timeout=1,
+        )
+        with pytest.raises(redis_async.ResponseError):
+            await bad.call(pack(b"PING"))
+        await bad.aclose()
+    finally:
+        await raw.delete("ezat:test:resp-db")
+        await client.aclose()
+        await other.aclose()
 
 
 async def test_100_concurrent_against_a_cap_covering_10(prefix: str, org_rows: dict) -> None:
@@ -229,18 +310,12 @@ async def test_one_round_trip_per_admission(prefix: str, clock) -> None:
     money = StaticMoney()
     money.org[1] = 10**9
     lim = RedisLimiter(REDIS_URL, prefix=prefix, money=money, clock=clock)
-    calls: list[Any] = []
     try:
         await lim.admit(req(hold_nano=1, spend_cap_nano=10))  # seeds (cold)
-        conn = lim._redis()
-        original = conn.client.execute_command
-
-        async def counting(*args: Any, **kw: Any) -> Any:
-            calls.append(args[0])
-            return await original(*args, **kw)
-
-        conn.client.execute_command = counting  # type: ignore[method-assign]
+        fast = lim._redis().fast
+        assert fast is not None
+        sent = fast.commands_sent
         await lim.admit(req(hold_nano=1, spend_cap_nano=10, candidates=((1, 5), (2, 5))))
-        assert calls == ["EVALSHA"]
+        assert fast.commands_sent - sent == 1
     finally:
         await close(lim)
