@@ -154,6 +154,7 @@ class Exchange:
         self._order: list[Route] = []
         self._slot: int | None = None
         self._settled = False
+        self._recorded_cost = 0
         self.route: Route | None = None
 
     # --- admission ------------------------------------------------------------------------------
@@ -480,7 +481,7 @@ class Exchange:
 
     # --- the end ----------------------------------------------------------------------------------
     async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
-        """Write the usage record (awaited before the final event), then settle the hold."""
+        """Write the usage record (awaited before the final event); finish() settles it."""
         tokens = tracker.tokens(self.model)
         data = UsageData(
             request_id=self.request_id,
@@ -509,9 +510,16 @@ class Exchange:
             logger.exception("usage record failed", extra={"usage": repr(data)})
             await self.release()
             raise
-        await self._settle(cost)
+        # Settled by finish(), after the answer went out: the round trip to the limiter is
+        # off the caller's latency. Safe for limits: until then the hold (a worst case, never
+        # below the cost) still counts against the cap and the balance.
+        self._recorded_cost = cost
         _publish_live(data, cost, self.key.prefix)
         return cost
+
+    async def finish(self) -> None:
+        """After the response: settle the hold at the recorded cost and free the slot."""
+        await self._settle(self._recorded_cost)
 
     async def fail_stream(
         self, writer: StreamWriter, error: bytes, status: int, *, client_gone: bool = False
@@ -532,8 +540,9 @@ class Exchange:
         return GatewayError(502, "the provider stream failed", type_="api_error")
 
     async def release(self) -> None:
-        """Nothing is billed (failed request): drop the hold and the slot."""
-        await self._settle(0)
+        """The request ends early: drop the hold and the slot, charging only what was recorded
+        (nothing, unless the failure came after the usage record)."""
+        await self._settle(self._recorded_cost)
 
     async def _settle(self, cost: int) -> None:
         if self._settled:

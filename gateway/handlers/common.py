@@ -199,10 +199,11 @@ async def guarded(
     handle: Callable[[RequestScope], Awaitable[int]],
 ) -> int:
     """Run an API handler: a GatewayError becomes the error answer in the caller's format, and
-    whatever happens, a hold or capacity slot the request took is released (unless billed)."""
+    whatever happens, a hold or capacity slot the request took is settled (at the recorded cost,
+    after the response has gone out) or released."""
     scope = RequestScope()
     try:
-        return await handle(scope)
+        status = await handle(scope)
     except GatewayError as err:
         if scope.exchange is not None:
             await scope.exchange.release()
@@ -213,3 +214,6 @@ async def guarded(
         if scope.exchange is not None:
             await asyncio.shield(scope.exchange.release())
         raise
+    if scope.exchange is not None:
+        await scope.exchange.finish()
+    return status
