@@ -21,8 +21,9 @@ Routes:
   were open at once).
 
 Pacing: `--first-event-delay` waits before `message_start` (the response headers go out at once,
-as the real API does); `--event-delay` waits between events. A non-stream reply waits for the
-whole generation: first delay + one event delay per token.
+as the real API does). With `--event-delay`, `message_start` … the first text delta go out
+together after the first delay, then one event per delay (so TTFT is the first delay). A non-stream
+reply waits for the whole generation: first delay + one event delay per token.
 """
 
 from __future__ import annotations
@@ -168,9 +169,11 @@ class Replies:
             b'"usage":%s}' % (reason, self.usage(input_tokens, tokens)),
         )
         if self.config.event_delay > 0:
-            # Paced: one write per event.
-            middle = [self.ping, self.block_start, *([self.delta] * tokens), self.block_stop]
-            return [start, *middle, delta, self.stop + b"0\r\n\r\n"]
+            # Paced: one write per token after the first; what precedes the first token goes
+            # with it, so the first token comes `first_event_delay` after the request.
+            head = start + self.ping + self.block_start + (self.delta if tokens else b"")
+            rest = [self.delta] * max(0, tokens - 1)
+            return [head, *rest, self.block_stop, delta, self.stop + b"0\r\n\r\n"]
         cached = self._middle.get(tokens)
         if cached is None:
             cached = self.ping + self.block_start + self.delta * tokens + self.block_stop

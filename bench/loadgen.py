@@ -401,6 +401,68 @@ async def run_open_streams(
     return result
 
 
+@dataclass
+class SustainedResult:
+    """Streams held open at a steady level: every stream, and those started at that level."""
+
+    all: LoadResult
+    steady: LoadResult  # started while at least 90 % of the target level was open
+    max_open: int
+    arrivals_per_s: float
+
+
+async def run_sustained_streams(
+    target: Target,
+    *,
+    level: int,
+    stream_seconds: float,
+    duration: float,
+    prompt_tokens: int = 1000,
+    max_tokens: int = 64,
+    timeout: float = 60.0,
+) -> SustainedResult:
+    """`level` streams open at once, held there: streams start at a steady rate of
+    level / stream_seconds per second (each on a new connection) for `duration` seconds, so once
+    the first ones have run their course, every new stream starts while ~`level` others are open
+    (the upstream must pace a stream to last `stream_seconds`). TTFT from each request's write.
+    """
+    data = build_request(target, stream=True, prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+    rate = level / stream_seconds
+    everything, steady = LoadResult(), LoadResult()
+    state = {"open": 0, "max": 0}
+    loop = asyncio.get_running_loop()
+
+    async def one() -> None:
+        state["open"] += 1
+        state["max"] = max(state["max"], state["open"])
+        at_level = state["open"] >= 0.9 * level
+        client: _Client | None = None
+        try:
+            client = await asyncio.wait_for(_connect(target, True), timeout)
+            outcome = await asyncio.wait_for(client.send(data, True), timeout)
+        except (TimeoutError, OSError) as exc:
+            kind = "timeout" if isinstance(exc, TimeoutError) else f"connect: {exc}"
+            outcome = Outcome(False, timeout, None, 0, kind)
+        finally:
+            state["open"] -= 1
+            if client is not None and client.transport is not None:
+                client.transport.close()
+        everything.record(outcome)
+        if at_level:
+            steady.record(outcome)
+
+    started = time.perf_counter()
+    tasks: list[asyncio.Task[None]] = []
+    for i in range(int(duration * rate)):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(loop.create_task(one()))
+    await asyncio.gather(*tasks)
+    everything.seconds = steady.seconds = time.perf_counter() - started
+    return SustainedResult(everything, steady, state["max"], round(rate, 1))
+
+
 def install_fast_loop() -> None:
     with contextlib.suppress(ImportError):
         import uvloop

@@ -49,7 +49,8 @@ def one_line(row: Row) -> str:
     """Progress line for stderr."""
     if row["section"] == "open":
         return (
-            f"open {row['target']}/{row['api']}: {row['streams']} streams, "
+            f"open {row.get('shape', 'burst')} {row['target']}/{row['api']}: "
+            f"{row['streams']} streams, "
             f"TTFT p50 {fmt(row['ttft_p50_ms'])} p99 {fmt(row['ttft_p99_ms'])} ms, "
             f"errors {row['errors']}, other load {other(row)} CPU"
         )
@@ -114,13 +115,24 @@ EVENTS: list[Column] = [
 ]
 
 
-def _open_columns(up: Row | None) -> list[Column]:
+def _open_columns(ups: dict[str, Row]) -> list[Column]:
     def added(field: str) -> Callable[[Row], str]:
-        return lambda r: diff(r[field], up[field]) if up else "–"
+        def cell(r: Row) -> str:
+            up = ups.get(r.get("shape", "burst"))
+            return diff(r[field], up[field]) if up else "–"
+
+        return cell
+
+    def shape(r: Row) -> str:
+        if r.get("shape") == "sustained":
+            rate, most = round(r["arrivals_per_s"]), fmt(r["client_max_open"])
+            return f"sustained: {rate} new/s, max {most} open"
+        return "burst: all at once"
 
     return [
         ("target", lambda r: r["target"]),
         ("API", lambda r: r["api"]),
+        ("shape", shape),
         ("streams", lambda r: fmt(r["streams"])),
         ("first event after", lambda r: f"{r['delay_ms']:.0f} ms"),
         ("ok", lambda r: fmt(r["requests"] - r["errors"])),
@@ -171,8 +183,18 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             *table(EVENTS, by["events"]),
         ]
     if by["open"]:
-        up = next((r for r in by["open"] if r["target"] == "upstream"), None)
-        out += ["### Open streams", "", *table(_open_columns(up), by["open"])]
+        ups = {r.get("shape", "burst"): r for r in by["open"] if r["target"] == "upstream"}
+        out += [
+            "### Open streams",
+            "",
+            "burst: every stream written in the same instant on its own connection. sustained: "
+            "streams paced to last "
+            f"{plan.sustained_seconds:g} s start at a steady rate, so ~{plan.open_streams:,} are "
+            "open at once; TTFT of those started while ≥ 90 % of that level was open, CPU over "
+            "all of them.",
+            "",
+            *table(_open_columns(ups), by["open"]),
+        ]
     out += _memory(rows)
     out += _errors(rows, notes)
     return "\n".join(out)

@@ -48,6 +48,8 @@ class Plan:
     warm_seconds: float
     open_streams: int
     open_delay: float
+    sustained_seconds: float  # how long each stream of the sustained shape lasts (paced)
+    sustained_duration: float  # seconds of arrivals (ramp + time at the level)
     memory_requests: int
     memory_batches: int
     long_stream: int  # tokens of the long stream for the per-event cost
@@ -55,15 +57,50 @@ class Plan:
     @classmethod
     def make(cls, quick: bool, memory_requests: int | None = None) -> Plan:
         if quick:
-            plan = cls((1, 16), (1000, 100_000), 0.4, 300, 0.1, 50, 0.1, 40, 4, 256)
+            plan = cls((1, 16), (1000, 100_000), 0.4, 300, 0.1, 50, 0.1, 1.0, 2.0, 40, 4, 256)
         else:
             plan = cls(
-                (1, 16, 64), (1000, 10_000, 100_000), 4.0, 50_000, 0.5, 1000, 0.3, 1000, 10, 1024
+                (1, 16, 64),
+                (1000, 10_000, 100_000),
+                4.0,
+                50_000,
+                0.5,
+                1000,
+                0.3,
+                6.0,
+                12.0,
+                1000,
+                10,
+                1024,
             )
         if memory_requests:
             batches = max(1, memory_requests // 100)
             plan = replace(plan, memory_requests=memory_requests, memory_batches=batches)
         return plan
+
+
+class PeakRss:
+    """Samples the process tree's RSS every 20 ms while the block runs; keeps the highest."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.rss_kb = 0
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.rss_kb = max(self.rss_kb, memory_kb(self.pid)["rss_kb"])
+            await asyncio.sleep(0.02)
+
+    async def __aenter__(self) -> PeakRss:
+        self._task = asyncio.create_task(self._sample())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
 
 
 def cpu_fields(used: dict[str, float], requests: int) -> dict[str, float]:
@@ -210,25 +247,15 @@ class Runner:
     ) -> None:
         plan = self.plan
         self.configure_upstream(first_event_delay=plan.open_delay, reset_max_open=True)
-        peak = {"rss_kb": 0}
         idle = memory_kb(pid)["rss_kb"]
-        stop = asyncio.Event()
-
-        async def sample() -> None:
-            while not stop.is_set():
-                peak["rss_kb"] = max(peak["rss_kb"], memory_kb(pid)["rss_kb"])
-                await asyncio.sleep(0.02)
-
-        sampler = asyncio.create_task(sample())
         meter = Meter(self.procs, pid)
         try:
-            res = await loadgen.run_open_streams(
-                target, streams=plan.open_streams, timeout=plan.open_delay + self.args.timeout
-            )
+            async with PeakRss(pid) as peak:
+                res = await loadgen.run_open_streams(
+                    target, streams=plan.open_streams, timeout=plan.open_delay + self.args.timeout
+                )
         finally:
             used = meter.stop()
-            stop.set()
-            await sampler
             self.configure_upstream(first_event_delay=0.0)
         row = res.summary()
         fields = cpu_fields(used, res.requests)
@@ -239,14 +266,70 @@ class Runner:
         )
         row.update(
             section="open",
+            shape="burst",
             target=target_name,
             api=api,
             streams=plan.open_streams,
             delay_ms=plan.open_delay * 1000,
             idle_rss_kb=idle,
-            peak_rss_kb=peak["rss_kb"],
-            kb_per_stream=round((peak["rss_kb"] - idle) / max(1, plan.open_streams), 1),
+            peak_rss_kb=peak.rss_kb,
+            kb_per_stream=round((peak.rss_kb - idle) / max(1, plan.open_streams), 1),
         )
+        self.rows.append(row)
+        self.log(report.one_line(row))
+
+    async def sustained_streams(
+        self, target_name: str, api: str, target: loadgen.Target, pid: int
+    ) -> None:
+        """1,000 streams held open (each paced to last `sustained_seconds`, 300 ms to its first
+        event), new ones arriving at a steady rate: TTFT of the streams that start at that level.
+        The burst above starts all 1,000 in the same millisecond; this is the steady state."""
+        plan = self.plan
+        tokens = 64
+        # The upstream sends the first token after `open_delay`, then paces each of the other
+        # tokens - 1 deltas, content_block_stop, message_delta and message_stop.
+        pace = (plan.sustained_seconds - plan.open_delay) / (tokens + 2)
+        self.configure_upstream(
+            first_event_delay=plan.open_delay, event_delay=pace, reset_max_open=True
+        )
+        idle = memory_kb(pid)["rss_kb"]
+        meter = Meter(self.procs, pid)
+        try:
+            async with PeakRss(pid) as peak:
+                res = await loadgen.run_sustained_streams(
+                    target,
+                    level=plan.open_streams,
+                    stream_seconds=plan.sustained_seconds,
+                    duration=plan.sustained_duration,
+                    max_tokens=tokens,
+                    timeout=plan.sustained_seconds + self.args.timeout,
+                )
+        finally:
+            used = meter.stop()
+            self.configure_upstream(first_event_delay=0.0, event_delay=0.0)
+        row = res.steady.summary()
+        fields = cpu_fields(used, res.all.requests)
+        row.update(
+            section="open",
+            shape="sustained",
+            target=target_name,
+            api=api,
+            streams=plan.open_streams,
+            delay_ms=plan.open_delay * 1000,
+            arrivals_per_s=res.arrivals_per_s,
+            client_max_open=res.max_open,
+            all_streams=res.all.requests,
+            all_errors=res.all.errors,
+            cpu_ms_per_stream=fields["cpu_ms_per_req"],
+            other_cpus=fields["other_cpus"],
+            upstream_max_open=self.upstream_stats()["max_open_streams"],
+            idle_rss_kb=idle,
+            peak_rss_kb=peak.rss_kb,
+            kb_per_stream=round((peak.rss_kb - idle) / max(1, res.max_open), 1),
+        )
+        if res.all.errors and not row["first_error"]:
+            row["first_error"] = res.all.first_error
+            row["errors"] = res.all.errors
         self.rows.append(row)
         self.log(report.one_line(row))
 
@@ -303,6 +386,7 @@ class Runner:
                 await self.event_cost("upstream", "direct", target, pid)
             if "open" in phases:
                 await self.open_streams("upstream", "direct", target, pid)
+                await self.sustained_streams("upstream", "direct", target, pid)
         finally:
             pin(pid, self.side_cpu)
 
@@ -350,6 +434,7 @@ class Runner:
             await self.memory("openai", targets["openai"], pid, stream=True)
         for api in working if "open" in phases else []:
             await self.open_streams("gateway", api, targets[api], pid)
+            await self.sustained_streams("gateway", api, targets[api], pid)
         self.rows.append({"section": "rss", "target": "gateway", "when": "end", **memory_kb(pid)})
         if self.procs.children[-1].poll() is not None:
             self.notes.append(f"gateway exited early:\n{self.procs.log_tail('gateway')}")

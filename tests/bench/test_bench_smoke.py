@@ -87,6 +87,25 @@ async def test_open_streams_are_held_concurrently() -> None:
     assert stats.max_open_streams == 30
 
 
+async def test_sustained_streams_hold_the_level_with_new_ones_arriving() -> None:
+    """20 streams paced to last 0.5 s, 40 new per second for 1.5 s: the level reaches ~20 and
+    the streams that started there are reported on their own."""
+    server, target, stats = await _upstream(first_event_delay=0.1, event_delay=0.4 / 10)
+    try:
+        res = await loadgen.run_sustained_streams(
+            target, level=20, stream_seconds=0.5, duration=1.5, max_tokens=8, timeout=10
+        )
+    finally:
+        server.close()
+    assert res.all.errors == 0, res.all.first_error
+    assert res.all.requests == 60
+    assert res.arrivals_per_s == 40.0
+    assert 15 <= res.max_open <= 30
+    assert 0 < res.steady.requests < res.all.requests
+    assert len(res.steady.ttfts) == res.steady.requests
+    assert stats.max_open_streams >= 15
+
+
 def test_loadgen_refuses_non_loopback() -> None:
     with pytest.raises(ValueError, match="loopback"):
         loadgen.Target.from_url("http://example.com/v1/messages")
@@ -130,6 +149,9 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
         label = f"| upstream | direct | {'stream' if stream else 'json'} | {conc} | "
         assert label + report.prompt_label(prompt) + " |" in markdown
     assert "### Open streams" in markdown
+    shapes = {r.get("shape") for r in results["rows"] if r["section"] == "open"}
+    assert shapes == {"burst", "sustained"}
+    assert "| sustained: 50 new/s" in markdown
     assert "### CPU per streamed event" in markdown
 
 
