@@ -210,5 +210,9 @@ EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
 EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
 # Serve /static/ from the app itself (quickstart, single box); behind a CDN/proxy turn it off.
 EZAT_SERVE_STATIC = env.bool("EZAT_SERVE_STATIC", default=DEBUG)
+# Garbage collector of a serving process: objects alive at startup (Django, the apps, the catalog)
+# are frozen out of collections, and the youngest generation is collected every N allocations
+# instead of CPython's 700. 0 keeps CPython's defaults. See gateway/runtime.py.
+EZAT_GC_GEN0_THRESHOLD = env.int("EZAT_GC_GEN0_THRESHOLD", default=20_000)
 # Fernet key material for provider API keys at rest (defaults to one derived from SECRET_KEY).
 EZAT_ENCRYPTION_KEY = env.str("EZAT_ENCRYPTION_KEY", default="")
