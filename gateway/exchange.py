@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 from django.conf import settings
 from django.utils import timezone
@@ -29,7 +28,7 @@ from gateway.errors import GatewayError, from_upstream
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
 from gateway.routing import health
-from gateway.upstream import CONNECT_ERRORS, client
+from gateway.upstream import CONNECT_ERRORS, UpstreamResponse, client
 
 logger = logging.getLogger("gateway.exchange")
 
@@ -60,7 +59,7 @@ STREAM_FAILURES = (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError)
 class OpenStream:
     """An upstream stream that produced its first content event (the commit point)."""
 
-    response: aiohttp.ClientResponse
+    response: UpstreamResponse
     parser: SSEParser
     buffered: list[tuple[SSEEvent, dict[str, Any]]]
     route: Route
@@ -298,6 +297,7 @@ class Exchange:
     async def post_json(
         self, route: Route, path: str, body: bytes, beta: str | None
     ) -> tuple[int, bytes]:
+        response: UpstreamResponse | None = None
         try:
             async with asyncio.timeout(self.deadline_s):
                 response = await client.post(route.deployment, path, body, beta)
@@ -308,6 +308,9 @@ class Exchange:
             ) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
+        finally:
+            if response is not None:
+                response.close()  # a no-op once read; drops a half-read connection
         if response.status != 200:
             error = from_upstream(response.status, payload)
             raise AttemptFailed(
@@ -403,7 +406,7 @@ class Exchange:
         deadline: float,
         next_keepalive: float,
         keepalive: KeepAlive,
-    ) -> tuple[aiohttp.ClientResponse, float]:
+    ) -> tuple[UpstreamResponse, float]:
         """POST, with keep-alives while not even the headers have arrived: a slow upstream must
         not leave the client silent until the start deadline (proxies drop silent requests)."""
         post = asyncio.ensure_future(client.post(route.deployment, "/v1/messages", body, beta))
