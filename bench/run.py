@@ -220,17 +220,32 @@ class Runner:
                     self.log(report.one_line(row))
 
     async def event_cost(
-        self, target_name: str, api: str, target: loadgen.Target, pid: int
+        self, target_name: str, api: str, target: loadgen.Target, pid: int, *, paced: bool
     ) -> None:
-        """CPU of one streamed event = Δ CPU per stream between a short and a long stream."""
-        long = self.plan.long_stream
-        short_row = await self.cell(target, pid, stream=True, conc=16, prompt=1000, max_tokens=64)
-        long_row = await self.cell(target, pid, stream=True, conc=16, prompt=1000, max_tokens=long)
+        """CPU of one streamed event = Δ CPU per stream between a short and a long stream.
+
+        Unpaced, the upstream writes a stream's events back to back and the gateway reads many
+        per system call (the best case). Paced 1 ms apart, every event arrives on its own, as
+        a real provider's tokens do: one read, one parse and one write per event.
+        """
+        long = self.plan.long_stream if not paced else self.plan.long_stream // 2
+        pace = 0.001 if paced else 0.0
+        self.configure_upstream(event_delay=pace)
+        try:
+            short_row = await self.cell(
+                target, pid, stream=True, conc=16, prompt=1000, max_tokens=64
+            )
+            long_row = await self.cell(
+                target, pid, stream=True, conc=16, prompt=1000, max_tokens=long
+            )
+        finally:
+            self.configure_upstream(event_delay=0.0)
         delta = long_row["cpu_ms_per_req"] - short_row["cpu_ms_per_req"]
         row = {
             "section": "events",
             "target": target_name,
             "api": api,
+            "paced_ms": pace * 1000,
             "cpu_ms_short": short_row["cpu_ms_per_req"],
             "cpu_ms_long": long_row["cpu_ms_per_req"],
             "short": 64,
@@ -240,7 +255,10 @@ class Runner:
             "first_error": short_row["first_error"] or long_row["first_error"],
         }
         self.rows.append(row)
-        self.log(f"events {target_name}/{api}: {row['us_per_event']} µs per streamed event")
+        self.log(
+            f"events {target_name}/{api} {'paced' if paced else 'unpaced'}: "
+            f"{row['us_per_event']} µs per streamed event"
+        )
 
     async def open_streams(
         self, target_name: str, api: str, target: loadgen.Target, pid: int
@@ -383,7 +401,8 @@ class Runner:
             if "matrix" in phases:
                 await self.matrix("upstream", "direct", target, pid)
             if "events" in phases:
-                await self.event_cost("upstream", "direct", target, pid)
+                for paced in (False, True):
+                    await self.event_cost("upstream", "direct", target, pid, paced=paced)
             if "open" in phases:
                 await self.open_streams("upstream", "direct", target, pid)
                 await self.sustained_streams("upstream", "direct", target, pid)
@@ -422,7 +441,8 @@ class Runner:
         for api in working if "matrix" in phases else []:
             await self.matrix("gateway", api, targets[api], pid)
         for api in working if "events" in phases else []:
-            await self.event_cost("gateway", api, targets[api], pid)
+            for paced in (False, True):
+                await self.event_cost("gateway", api, targets[api], pid, paced=paced)
         # Memory before open streams: 1,000 held streams raise RSS for good (the allocator keeps
         # its arenas), which would hide growth from the 100k-token requests.
         self.rows.append(
