@@ -38,12 +38,28 @@ channels_app = ProtocolTypeRouter(
 )
 
 _API_PREFIXES = ("/v1/", "/openai/v1/")
+_HEALTHZ_BODY = b'{"status": "ok"}'
+
+
+async def _healthz(send) -> None:  # type: ignore[no-untyped-def]
+    """Liveness, answered here: a probe every few seconds should neither cost Django's request
+    path nor load its URLconf (admin, dashboard, DRF: ~15 MB) into an API-only worker."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": _HEALTHZ_BODY})
 
 
 async def application(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
     kind = scope["type"]
     if kind == "http" and scope["path"].startswith(_API_PREFIXES):
         await gateway_app(scope, receive, send)
+    elif kind == "http" and scope["path"] == "/healthz" and scope["method"] in ("GET", "HEAD"):
+        await _healthz(send)
     elif kind == "lifespan":
         await gateway_app.lifespan(scope, receive, send)
     else:
