@@ -63,6 +63,9 @@ class OpenStream:
     parser: SSEParser
     buffered: list[tuple[SSEEvent, dict[str, Any]]]
     route: Route
+    # Events of the committing read after the first token, not parsed yet: the first token goes
+    # out before the rest of a large first read is processed.
+    rest: list[SSEEvent] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -371,7 +374,8 @@ class Exchange:
                         retryable=True,
                     )
                 committed = False
-                for event in parser.feed(chunk):
+                events = parser.feed(chunk)
+                for position, event in enumerate(events):
                     data = orjson.loads(event.data) if event.data else {}
                     if event.name == "error" and not committed:
                         error = data.get("error") or {}
@@ -386,9 +390,12 @@ class Exchange:
                         )
                     buffered.append((event, data))
                     if not committed and event.name in CONTENT_EVENTS:
-                        # The rest of this chunk stays buffered for the pump (in order).
                         committed = True
                         self.ttft_ms = int((time.perf_counter() - self.t0) * 1000)
+                    if committed and event.name == "content_block_delta":
+                        # The first token: what follows in this read is parsed by the pump.
+                        rest = events[position + 1 :]
+                        return OpenStream(response, parser, buffered, route, rest)
                 if committed:
                     return OpenStream(response, parser, buffered, route)
         except AttemptFailed:
@@ -436,17 +443,20 @@ class Exchange:
         before `message_stop`. The consumer ends the stream by returning.
         """
         pending = opened.buffered
-        interval = settings.EZAT_PING_INTERVAL
-        content = opened.response.content
+        rest, opened.rest = opened.rest, []
+        content = opened.response
+        content.watch_idle(settings.EZAT_PING_INTERVAL)
         while True:
             if pending:
                 yield pending
+            if rest:
+                pending, rest = [(e, orjson.loads(e.data) if e.data else {}) for e in rest], []
+                continue
             if disconnected.is_set():
                 raise ClientGone
             try:
-                async with asyncio.timeout(interval):
-                    chunk = await content.readany()
-            except TimeoutError:
+                chunk = await content.readany()
+            except TimeoutError:  # silence for a ping interval
                 await writer.write(ping)
                 pending = []
                 continue
@@ -464,6 +474,7 @@ class Exchange:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the
         exact usage in `message_delta`; if that fails, bill an estimate and say so."""
         tracker.exact = False
+        opened.response.stop_watching()  # the drain has its own deadline; no pings now
         try:
             async with asyncio.timeout(settings.EZAT_DISCONNECT_DRAIN_SECONDS):
                 while not tracker.exact:

@@ -245,3 +245,31 @@ async def test_a_connection_close_answer_is_not_reused(serve) -> None:
         assert await (await client.post(deployment(server.port), "/v1/messages", b"{}")).read()
     assert server.connections == 2
     await client.close()
+
+
+async def test_silence_wakes_the_reader_once_per_interval(serve) -> None:
+    more = asyncio.Event()
+
+    async def pause(writer: asyncio.StreamWriter, raw: bytes) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\n")
+        await writer.drain()
+        await more.wait()
+        writer.write(b"1\r\nb\r\n0\r\n\r\n")
+
+    server = await serve(pause)
+    client = UpstreamClient()
+    response = await client.post(deployment(server.port), "/v1/messages", b"{}")
+    response.watch_idle(0.1)
+    assert await response.readany() == b"a"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    for _ in range(2):  # one TimeoutError per silent interval, and reading goes on
+        with pytest.raises(TimeoutError):
+            await response.readany()
+    assert 0.15 <= loop.time() - started < 1.0
+    more.set()
+    assert await response.readany() == b"b"
+    assert await response.readany() == b""
+    response.close()
+    assert response._conn.idle_timer is None  # released: the timer is gone with it
+    await client.close()
