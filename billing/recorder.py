@@ -14,13 +14,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 from prometheus_client import Counter
 
 from billing.pricing import Prices, TokenCounts, cost_nano
+
+if TYPE_CHECKING:
+    from billing.pg_async import AsyncPgInserter
 
 logger = logging.getLogger(__name__)
 
@@ -153,13 +156,17 @@ def _insert_batch(batch: list[dict[str, Any]]) -> None:
                     cursor.executemany(_insert_sql(), rows)
             return
         except IntegrityError:
-            for fields in batch:
-                _insert_one(fields)
+            _insert_each(batch)
             return
         except (OperationalError, InterfaceError):
             if attempt == 2:
                 raise
             connection.close()  # the next query opens a fresh connection
+
+
+def _insert_each(batch: list[dict[str, Any]]) -> None:
+    for fields in batch:
+        _insert_one(fields)
 
 
 def _insert_postgres(rows: list[list[Any]]) -> None:
@@ -185,8 +192,9 @@ class UsageWriter:
     """Group commit: records that arrive while a write is in flight go together in the next one.
 
     Every caller still awaits its own record's commit (so `[DONE]` means "recorded"), but under
-    load N requests share one thread hop and one INSERT instead of N of each. Batches are
-    written one at a time on the writer's own thread, so the writer holds one DB connection.
+    load N requests share one INSERT instead of N. Batches are written one at a time: on
+    PostgreSQL from the event loop (billing/pg_async.py), elsewhere (SQLite) on the writer's own
+    thread; either way the writer holds one DB connection per process.
     """
 
     def __init__(self, max_batch: int = 500) -> None:
@@ -194,6 +202,27 @@ class UsageWriter:
         self._flusher: asyncio.Task[None] | None = None
         self._max_batch = max_batch
         self._executor: ThreadPoolExecutor | None = None
+        self._pg: AsyncPgInserter | None = None
+        self.batch_sizes: list[int] = []  # the last few, for tests and debugging
+
+    async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
+        loop = asyncio.get_running_loop()
+        if self._pg is None and connection.vendor == "postgresql":
+            from billing.pg_async import AsyncPgInserter
+
+            self._pg = AsyncPgInserter()
+        self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
+        if self._pg is None:
+            await loop.run_in_executor(self._executor, _insert_batch, batch)
+            return
+        import psycopg
+
+        now = timezone.now()
+        try:
+            await self._pg.insert(_insert_sql(), [_row(fields, now) for fields in batch])
+        except psycopg.IntegrityError:
+            # A request id seen before: row by row through the ORM on the thread, idempotently.
+            await loop.run_in_executor(self._executor, _insert_each, batch)
 
     async def write(self, fields: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -204,14 +233,13 @@ class UsageWriter:
         await asyncio.shield(future)
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usage-writer")
         while self._pending:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             try:
-                await loop.run_in_executor(self._executor, _insert_batch, [f for f, _ in batch])
+                await self._write_batch([f for f, _ in batch])
             except Exception as exc:  # handed to every waiting request, which reports it
                 logger.exception("usage batch insert failed", extra={"records": len(batch)})
                 for _, future in batch:
@@ -223,7 +251,9 @@ class UsageWriter:
                     future.set_result(None)
 
     def close(self) -> None:
-        """Close the writer thread's DB connection and stop the thread (tests, shutdown)."""
+        """Close the writer's DB connections and stop its thread (tests, shutdown)."""
+        if self._pg is not None:
+            self._pg.close()
         if self._executor is not None:
             self._executor.submit(_close_thread_connection).result()
             self._executor.shutdown(wait=True)

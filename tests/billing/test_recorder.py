@@ -36,15 +36,6 @@ def usage(org_id: int, request_id: str, output: int = 10) -> recorder.UsageData:
 
 def test_concurrent_records_share_batches_and_all_land(monkeypatch: pytest.MonkeyPatch) -> None:
     org = make_org()
-    batches: list[int] = []
-    real = recorder._insert_batch
-
-    def counting(batch: list[dict]) -> None:
-        batches.append(len(batch))
-        real(batch)
-
-    monkeypatch.setattr(recorder, "_insert_batch", counting)
-
     writer = recorder.UsageWriter()
     monkeypatch.setattr(recorder, "writer", writer)
 
@@ -58,6 +49,7 @@ def test_concurrent_records_share_batches_and_all_land(monkeypatch: pytest.Monke
     finally:
         writer.close()  # its thread's DB connection would block dropping the test database
     assert UsageRecord.objects.filter(org=org).count() == 60
+    batches = writer.batch_sizes
     assert sum(batches) == 60 and len(batches) < 60  # group commit happened
     # 100×3000 + 10×15000 + 1000×300 + 50×3750 nano, computed once and stored with its prices
     assert set(costs) == {300_000 + 150_000 + 300_000 + 187_500}
@@ -87,3 +79,43 @@ def test_a_retried_insert_of_the_same_row_is_not_billed_twice() -> None:
     recorder._insert_batch([dict(fields)])
     recorder._insert_batch([dict(fields)])  # e.g. the first commit's answer was lost
     assert UsageRecord.objects.filter(org=org).count() == 1
+
+
+def test_a_lost_database_connection_is_replaced_and_nothing_is_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer's connection dies between two records (server restart, network, an operator
+    terminating it): the next record reconnects and lands, once."""
+    from django.db import connection
+
+    org = make_org()
+    writer = recorder.UsageWriter()
+    monkeypatch.setattr(recorder, "writer", writer)
+
+    async def record_then_kill_then_record() -> None:
+        await recorder.record_usage(usage(org.pk, "before"))
+        pid = await asyncio.to_thread(_writer_backend_pid, writer)
+        await asyncio.to_thread(_terminate, pid)
+        await recorder.record_usage(usage(org.pk, "after"))
+
+    try:
+        if connection.vendor != "postgresql":
+            pytest.skip("the event-loop writer is PostgreSQL's (SQLite writes from a thread)")
+        asyncio.run(record_then_kill_then_record())
+    finally:
+        writer.close()
+    ids = sorted(UsageRecord.objects.filter(org=org).values_list("request_id", flat=True))
+    assert ids == ["after", "before"]
+
+
+def _writer_backend_pid(writer: recorder.UsageWriter) -> int:
+    assert writer._pg is not None and writer._pg._conn is not None
+    return writer._pg._conn.info.backend_pid
+
+
+def _terminate(pid: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    connection.close()
