@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
 import orjson
 
+from catalog.snapshot import Route
 from gateway.errors import GatewayError
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -37,6 +39,7 @@ from gateway.http import (
     send_response,
 )
 from gateway.protocols.anthropic import validation
+from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
 from gateway.routing import has_thinking_signatures, session_key
 
@@ -51,8 +54,7 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         assert isinstance(body, dict) and checked.max_tokens is not None
         model = resolve_model(await snapshot(), checked.model, FMT)
         validation.check_max_tokens(checked.max_tokens, model.id, model.max_output_tokens)
-        if not model.prompt_caching:
-            validation.strip_cache_control(body)
+        stripped = not model.prompt_caching and validation.strip_cache_control(body)
         output_config = body.get("output_config")
         effort = output_config.get("effort") if isinstance(output_config, dict) else None
         exchange = Exchange(
@@ -72,9 +74,10 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             max_tokens=checked.max_tokens,
         )
         beta = request.headers.get("anthropic-beta")
+        body_for = _body_for(body, None if stripped else request.body)
         if checked.stream:
-            return await _stream(request, send, exchange, body, beta)
-        return await _json(request, send, exchange, body, beta)
+            return await _stream(request, send, exchange, body_for, beta)
+        return await _json(request, send, exchange, body_for, beta)
 
     return await guarded(request, send, FMT, handle)
 
@@ -84,10 +87,27 @@ def _upstream_body(body: dict[str, Any], upstream_model: str) -> bytes:
     return orjson.dumps(body)
 
 
+BodyFor = Callable[[Route], bytes]
+
+
+def _body_for(body: dict[str, Any], raw: bytes | None) -> BodyFor:
+    """The upstream body per deployment: the caller's bytes with only the model replaced when
+    nothing else changed (no re-serialisation of a large prompt), else `body` serialised."""
+
+    def build(route: Route) -> bytes:
+        if raw is not None:
+            spliced = with_model(raw, route.upstream_model_id)
+            if spliced is not None:
+                return spliced
+        return _upstream_body(body, route.upstream_model_id)
+
+    return build
+
+
 async def _json(
-    request: ApiRequest, send: Send, exchange: Exchange, body: dict[str, Any], beta: str | None
+    request: ApiRequest, send: Send, exchange: Exchange, body_for: BodyFor, beta: str | None
 ) -> int:
-    reply = await exchange.call(lambda route: _upstream_body(body, route.upstream_model_id), beta)
+    reply = await exchange.call(body_for, beta)
     reply["model"] = exchange.model_name
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
     headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(exchange.rate)
@@ -97,16 +117,14 @@ async def _json(
 
 
 async def _stream(
-    request: ApiRequest, send: Send, exchange: Exchange, body: dict[str, Any], beta: str | None
+    request: ApiRequest, send: Send, exchange: Exchange, body_for: BodyFor, beta: str | None
 ) -> int:
     writer = StreamWriter(
         send, base_headers(request.request_id) + SSE_HEADERS + FMT.rate_headers(exchange.rate)
     )
 
     try:
-        opened = await exchange.open_committed(
-            lambda route: _upstream_body(body, route.upstream_model_id), beta, writer, PING_EVENT
-        )
+        opened = await exchange.open_committed(body_for, beta, writer, PING_EVENT)
     except GatewayError as err:
         if not writer.opened:
             raise
