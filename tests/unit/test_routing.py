@@ -456,3 +456,18 @@ def test_thinking_signature_detection() -> None:
     signed = b'{"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"x",'
     assert has_thinking_signatures(signed + b'"signature":"EqQB"}]}]}')
     assert not has_thinking_signatures(b'{"messages":[{"role":"user","content":"hi"}]}')
+
+
+def test_long_first_message_keeps_its_key_across_forms_and_breakpoints() -> None:
+    """Turn 1 sends a long prompt as a block with a breakpoint, turn 2 as a plain string: the
+    shortened identity of a long string must not depend on either."""
+    long_text = "x" * 30_000 + "tail"
+    block = {"type": "text", "text": long_text, "cache_control": {"type": "ephemeral"}}
+    turn1 = {"messages": [{"role": "user", "content": [block]}]}
+    turn2 = {
+        "messages": [
+            {"role": "user", "content": long_text},
+            {"role": "assistant", "content": "ok"},
+        ]
+    }
+    assert session_key(None, None, turn1) == session_key(None, None, turn2)
