@@ -354,6 +354,18 @@ class Procs:
                 "--backpressure",
                 "4096",
             ]
+        elif server == "daphne":
+            # Twisted; no ASGI lifespan, so the gateway's start-up tuning does not run under it.
+            cmd = [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "ezat.asgi:application",
+            ]
         else:
             raise BenchError(f"unknown server {server!r}")
         proc = self.spawn("gateway", cmd, env=env, cpu=cpu)

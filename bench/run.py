@@ -558,7 +558,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="use Redis db 13 (default: with --db postgres)",
     )
-    parser.add_argument("--server", choices=("uvicorn", "granian"), default="uvicorn")
+    parser.add_argument("--server", choices=("uvicorn", "granian", "daphne"), default="uvicorn")
     parser.add_argument(
         "--targets", default="upstream,gateway", help="comma list of upstream, gateway"
     )
