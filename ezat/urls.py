@@ -6,6 +6,8 @@ from django.urls import include, path
 from catalog import views as catalog_views
 from ezat import health
 
+admin.autodiscover()  # settings use SimpleAdminConfig: discovery happens here, on first use
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/models", catalog_views.models_catalog, name="api-models"),
