@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 import psycopg
+from django.conf import settings
 from django.db import connection
 
 
@@ -22,6 +23,10 @@ def _connect_kwargs() -> dict[str, Any]:
     # written here are adapted by _row (JSON wrapped, datetimes aware) and need neither.
     for name in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(name, None)
+    if not settings.EZAT_USAGE_SYNCHRONOUS_COMMIT:
+        # This connection only: the commit returns before the WAL reaches the disk (~0.2–0.3 ms
+        # less per request on the benchmark machine). See the setting's comment for the risk.
+        params["options"] = f"{params.get('options', '')} -c synchronous_commit=off".strip()
     return params
 
 

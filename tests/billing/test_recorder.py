@@ -119,3 +119,30 @@ def _terminate(pid: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
     connection.close()
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_synchronous_commit_of_the_writer_follows_the_setting(
+    settings, monkeypatch: pytest.MonkeyPatch, durable: bool
+) -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL setting (SQLite writes from a thread)")
+    settings.EZAT_USAGE_SYNCHRONOUS_COMMIT = durable
+    org = make_org()
+    writer = recorder.UsageWriter()
+    monkeypatch.setattr(recorder, "writer", writer)
+
+    async def record_and_ask() -> str:
+        await recorder.record_usage(usage(org.pk, f"sc-{durable}"))
+        assert writer._pg is not None and writer._pg._conn is not None
+        cursor = await writer._pg._conn.execute("SHOW synchronous_commit")
+        row = await cursor.fetchone()
+        return str(row[0])
+
+    try:
+        assert asyncio.run(record_and_ask()) == ("on" if durable else "off")
+    finally:
+        writer.close()
+    assert UsageRecord.objects.filter(org=org).count() == 1
