@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
+import pathlib
+import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -273,3 +277,71 @@ async def test_silence_wakes_the_reader_once_per_interval(serve) -> None:
     response.close()
     assert response._conn.idle_timer is None  # released: the timer is gone with it
     await client.close()
+
+
+def _loopback_cert(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A self-signed certificate for 127.0.0.1 (the provider's TLS, on loopback)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "provider.test")])
+    now = datetime.datetime.now(datetime.UTC)
+    san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(san, critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_https_providers_are_verified_and_kept_alive(tmp_path: pathlib.Path) -> None:
+    cert, key = _loopback_cert(tmp_path)
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert, key)
+    state = Server(json_reply())
+    server = await asyncio.start_server(state.handle, "127.0.0.1", 0, ssl=server_tls)
+    port = server.sockets[0].getsockname()[1]
+    https = DeploymentInfo(
+        id=1,
+        name="d",
+        kind="anthropic",
+        base_url=f"https://127.0.0.1:{port}",
+        api_key="sk-up",
+        weight=1,
+        max_concurrency=10,
+    )
+    try:
+        untrusting = UpstreamClient()  # the system's CAs: a self-signed provider is refused
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await untrusting.post(https, "/v1/messages", b"{}")
+        client = UpstreamClient()
+        client._ssl = ssl.create_default_context(cafile=str(cert))
+        for _ in range(2):
+            response = await client.post(https, "/v1/messages", b"{}")
+            assert await response.read() == b'{"ok":true}'
+        # the refused handshake never reached the server's handler; two requests, one connection
+        assert state.connections == 1 and len(state.requests) == 2
+        assert b"host: 127.0.0.1:%d\r\n" % port in state.requests[0]
+        await client.close()
+        await asyncio.sleep(0.05)  # the server's handler sees the close and returns
+    finally:
+        server.close()
