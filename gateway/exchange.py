@@ -20,7 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.keycache import KeyInfo
-from billing.pricing import TokenCounts, worst_case_nano
+from billing.pricing import worst_case_nano
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
@@ -29,6 +29,7 @@ from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
 from gateway.routing import health
 from gateway.upstream import CONNECT_ERRORS, UpstreamResponse, client
+from gateway.usage import UsageTracker
 
 logger = logging.getLogger("gateway.exchange")
 
@@ -66,54 +67,6 @@ class OpenStream:
     # Events of the committing read after the first token, not parsed yet: the first token goes
     # out before the rest of a large first read is processed.
     rest: list[SSEEvent] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class UsageTracker:
-    """Anthropic usage as it accumulates over a stream or arrives in a reply."""
-
-    usage: dict[str, Any] = field(default_factory=dict)
-    output_chars: int = 0
-    exact: bool = False
-
-    def absorb(self, event_type: str, data: dict[str, Any]) -> None:
-        if event_type == "content_block_delta":
-            delta = data.get("delta") or {}
-            text = delta.get("text") or delta.get("partial_json") or delta.get("thinking")
-            if text:
-                self.output_chars += len(text)
-        elif event_type == "message_start":
-            self.usage.update((data.get("message") or {}).get("usage") or {})
-        elif event_type == "message_delta":
-            self.usage.update(data.get("usage") or {})
-            self.exact = True
-
-    def tokens(self, model: ModelInfo) -> TokenCounts:
-        u = self.usage
-        output = int(u.get("output_tokens") or 0)
-        if not self.exact:
-            # The upstream's final count never arrived: estimate from what was produced.
-            output = max(output, -(-self.output_chars // 4))
-        creation = int(u.get("cache_creation_input_tokens") or 0)
-        split = u.get("cache_creation") or {}
-        write_1h = int(split.get("ephemeral_1h_input_tokens") or 0)
-        write_5m = creation - write_1h if creation >= write_1h else 0
-        read = int(u.get("cache_read_input_tokens") or 0)
-        input_tokens = int(u.get("input_tokens") or 0)
-        if not model.prompt_caching:
-            # Breakpoints were stripped for this model; anything cache-ish is plain input.
-            input_tokens += read + write_5m + write_1h
-            read = write_5m = write_1h = 0
-        details = u.get("output_tokens_details") or {}
-        reasoning = min(int(details.get("thinking_tokens") or 0), output)
-        return TokenCounts(
-            input=input_tokens,
-            output=output,
-            cache_read=read,
-            cache_write_5m=write_5m,
-            cache_write_1h=write_1h,
-            reasoning=reasoning,
-        )
 
 
 class Exchange:

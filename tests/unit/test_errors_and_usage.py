@@ -10,7 +10,7 @@ import pytest
 from billing.pricing import Prices
 from catalog.snapshot import ModelInfo
 from gateway.errors import GatewayError, anthropic_body, from_upstream, openai_body, openai_status
-from gateway.exchange import UsageTracker
+from gateway.usage import UsageTracker
 
 
 @pytest.mark.parametrize(
