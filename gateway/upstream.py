@@ -234,7 +234,8 @@ class UpstreamResponse:
 
 class UpstreamClient:
     def __init__(self) -> None:
-        self._idle: dict[_Origin, list[_Connection]] = {}
+        # Per origin, oldest first: reuse takes the newest (warmest), expiry drops the oldest.
+        self._idle: dict[_Origin, collections.deque[_Connection]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
         self._origins: dict[str, tuple[_Origin, str]] = {}
@@ -318,12 +319,18 @@ class UpstreamClient:
 
     def release(self, conn: _Connection) -> None:
         conn.stop_watching()
-        if conn.reusable:
-            conn.idle_since = time.monotonic()
-            conn.headers_done = None
-            self._idle.setdefault(conn.origin, []).append(conn)
-        else:
+        if not conn.reusable:
             conn.abort()
+            return
+        now = time.monotonic()
+        conn.idle_since = now
+        conn.headers_done = None
+        pool = self._idle.setdefault(conn.origin, collections.deque())
+        pool.append(conn)
+        # After a burst, the connections it opened would otherwise sit here (sockets and all)
+        # until reused: the expired ones go as later requests come back.
+        while pool and now - pool[0].idle_since >= KEEPALIVE_SECONDS:
+            pool.popleft().abort()
 
     async def close(self) -> None:
         for pool in self._idle.values():

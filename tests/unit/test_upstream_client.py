@@ -345,3 +345,22 @@ async def test_https_providers_are_verified_and_kept_alive(tmp_path: pathlib.Pat
         await asyncio.sleep(0.05)  # the server's handler sees the close and returns
     finally:
         server.close()
+
+
+async def test_connections_left_idle_after_a_burst_are_closed_later(serve, monkeypatch) -> None:
+    monkeypatch.setattr(upstream, "KEEPALIVE_SECONDS", 0.3)
+    server = await serve(json_reply())
+    client = UpstreamClient()
+    dep = deployment(server.port)
+    first, second, third = await asyncio.gather(
+        *(client.post(dep, "/v1/messages", b"{}") for _ in range(3))
+    )
+    assert server.connections == 3
+    await first.read()
+    await second.read()  # both back in the pool
+    await asyncio.sleep(0.35)  # ... and now past their keep-alive
+    await third.read()  # the next release closes the expired ones
+    pool = client._idle[("http", "127.0.0.1", server.port)]
+    assert list(pool) == [third._conn]
+    assert first._conn.transport is None and second._conn.transport is None
+    await client.close()
