@@ -167,15 +167,24 @@ def build_app(state: Server) -> web.Application:
     return app
 
 
-def self_signed_cert(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+def self_signed_cert(
+    directory: pathlib.Path, *, host: str = "images.test"
+) -> tuple[pathlib.Path, pathlib.Path]:
+    """A self-signed certificate for `host` (a DNS name, or an IP address as its SAN)."""
     pytest.importorskip("cryptography")
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
+    try:
+        alt_name: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        alt_name = x509.DNSName(host)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "images.test")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
@@ -185,7 +194,7 @@ def self_signed_cert(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Pat
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("images.test")]), False)
+        .add_extension(x509.SubjectAlternativeName([alt_name]), False)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = directory / "cert.pem", directory / "key.pem"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import pathlib
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +13,7 @@ import pytest
 from catalog.snapshot import DeploymentInfo
 from gateway import upstream
 from gateway.upstream import UpstreamClient, UpstreamDisconnected
+from tests.unit.image_server import self_signed_cert
 
 Reply = Callable[[asyncio.StreamWriter, bytes], object]
 
@@ -279,42 +278,8 @@ async def test_silence_wakes_the_reader_once_per_interval(serve) -> None:
     await client.close()
 
 
-def _loopback_cert(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """A self-signed certificate for 127.0.0.1 (the provider's TLS, on loopback)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "provider.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(san, critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 async def test_https_providers_are_verified_and_kept_alive(tmp_path: pathlib.Path) -> None:
-    cert, key = _loopback_cert(tmp_path)
+    cert, key = self_signed_cert(tmp_path, host="127.0.0.1")
     server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_tls.load_cert_chain(cert, key)
     state = Server(json_reply())
