@@ -436,17 +436,12 @@ async def run_sustained_streams(
         state["open"] += 1
         state["max"] = max(state["max"], state["open"])
         at_level = state["open"] >= 0.9 * level
-        client: _Client | None = None
         try:
-            client = await asyncio.wait_for(_connect(target, True), timeout)
-            outcome = await asyncio.wait_for(client.send(data, True), timeout)
-        except (TimeoutError, OSError) as exc:
-            kind = "timeout" if isinstance(exc, TimeoutError) else f"connect: {exc}"
-            outcome = Outcome(False, timeout, None, 0, kind)
+            outcome, client = await _one(target, data, True, None, timeout)  # a new connection
         finally:
             state["open"] -= 1
-            if client is not None and client.transport is not None:
-                client.transport.close()
+        if client is not None and client.transport is not None:
+            client.transport.close()
         everything.record(outcome)
         if at_level:
             steady.record(outcome)
