@@ -138,7 +138,8 @@ def _row(fields: dict[str, Any], now: datetime) -> list[Any]:
 
 
 def _insert_batch(batch: list[dict[str, Any]]) -> None:
-    """All rows in one executemany (psycopg pipelines it into one round trip), autocommit:
+    """The writer thread's INSERT (SQLite; PostgreSQL is written from the loop, pg_async.py).
+    All rows in one executemany, autocommit:
     no BEGIN/COMMIT round trips and no model instances — the ORM cost more than the INSERT.
     Row by row (idempotently) only if a request id collides.
 
@@ -149,11 +150,8 @@ def _insert_batch(batch: list[dict[str, Any]]) -> None:
     for attempt in (1, 2):
         try:
             rows = [_row(fields, now) for fields in batch]
-            if connection.vendor == "postgresql":
-                _insert_postgres(rows)
-            else:
-                with connection.cursor() as cursor:
-                    cursor.executemany(_insert_sql(), rows)
+            with connection.cursor() as cursor:
+                cursor.executemany(_insert_sql(), rows)
             return
         except IntegrityError:
             _insert_each(batch)
@@ -167,21 +165,6 @@ def _insert_batch(batch: list[dict[str, Any]]) -> None:
 def _insert_each(batch: list[dict[str, Any]]) -> None:
     for fields in batch:
         _insert_one(fields)
-
-
-def _insert_postgres(rows: list[list[Any]]) -> None:
-    """psycopg directly, under Django's error translation: a server-side prepared statement
-    (parsed and planned once per connection) and, for the usual batch of one, a plain execute
-    instead of executemany's pipeline set-up — together half the writer's CPU per record."""
-    import psycopg  # only on PostgreSQL (the embedded default runs without it)
-
-    connection.ensure_connection()
-    # A server-side binding cursor: Django's default (client-side binding) cannot prepare.
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        if len(rows) == 1:
-            cursor.execute(_insert_sql(), rows[0], prepare=True)
-        else:
-            cursor.executemany(_insert_sql(), rows)
 
 
 def _close_thread_connection() -> None:
