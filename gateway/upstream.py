@@ -17,6 +17,7 @@ import asyncio
 import collections
 import ssl
 import time
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -40,6 +41,15 @@ class UpstreamDisconnected(ConnectionError):
 _Origin = tuple[str, str, int]  # scheme, host, port
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What a deployment's base URL means for a request: where to connect, and how to address."""
+
+    origin: _Origin
+    path_prefix: str
+    host_header: str
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; one request at a time. Also the response's body reader."""
 
@@ -58,7 +68,6 @@ class _Connection(asyncio.Protocol):
     def reset(self) -> None:
         self.status = 0
         self.headers: dict[str, str] = {}
-        self._header_name = b""
         self.headers_done: asyncio.Future[None] | None = None
         self.chunks: collections.deque[bytes] = collections.deque()
         self.buffered = 0
@@ -238,11 +247,11 @@ class UpstreamClient:
         self._idle: dict[_Origin, collections.deque[_Connection]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
-        self._origins: dict[str, tuple[_Origin, str]] = {}
+        self._targets: dict[str, _Target] = {}
 
-    def _origin(self, base_url: str) -> tuple[_Origin, str]:
-        cached = self._origins.get(base_url)
-        if cached is None:
+    def _target(self, base_url: str) -> _Target:
+        target = self._targets.get(base_url)
+        if target is None:
             parts = urlsplit(base_url)
             scheme = parts.scheme or "https"
             if scheme not in ("http", "https"):
@@ -253,18 +262,17 @@ class UpstreamClient:
             host_header = host if default else f"{host}:{port}"
             if ":" in host and not default:
                 host_header = f"[{host}]:{port}"
-            cached = ((scheme, host, port), parts.path.rstrip("/") + "\0" + host_header)
-            self._origins[base_url] = cached
-        return cached
+            target = _Target((scheme, host, port), parts.path.rstrip("/"), host_header)
+            self._targets[base_url] = target
+        return target
 
     async def post(
         self, deployment: DeploymentInfo, path: str, body: bytes, beta: str | None = None
     ) -> UpstreamResponse:
-        origin, prefix_and_host = self._origin(deployment.base_url)
-        prefix, host = prefix_and_host.split("\0")
+        target = self._target(deployment.base_url)
         head = (
-            f"POST {prefix}{path} HTTP/1.1\r\n"
-            f"host: {host}\r\n"
+            f"POST {target.path_prefix}{path} HTTP/1.1\r\n"
+            f"host: {target.host_header}\r\n"
             f"x-api-key: {deployment.api_key}\r\n"
             f"anthropic-version: {ANTHROPIC_VERSION}\r\n"
             "content-type: application/json\r\n"
@@ -273,7 +281,7 @@ class UpstreamClient:
         )
         if beta:
             head += f"anthropic-beta: {beta}\r\n"
-        conn = await self._acquire(origin)
+        conn = await self._acquire(target.origin)
         loop = asyncio.get_running_loop()
         conn.headers_done = loop.create_future()
         try:
