@@ -259,9 +259,8 @@ class UpstreamClient:
             host = parts.hostname or ""
             port = parts.port or (443 if scheme == "https" else 80)
             default = (scheme, port) in (("https", 443), ("http", 80))
-            host_header = host if default else f"{host}:{port}"
-            if ":" in host and not default:
-                host_header = f"[{host}]:{port}"
+            literal = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed
+            host_header = literal if default else f"{literal}:{port}"
             target = _Target((scheme, host, port), parts.path.rstrip("/"), host_header)
             self._targets[base_url] = target
         return target

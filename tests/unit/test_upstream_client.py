@@ -329,3 +329,20 @@ async def test_connections_left_idle_after_a_burst_are_closed_later(serve, monke
     assert list(pool) == [third._conn]
     assert first._conn.transport is None and second._conn.transport is None
     await client.close()
+
+
+@pytest.mark.parametrize(
+    ("base_url", "host_header", "prefix"),
+    [
+        ("https://api.anthropic.com", "api.anthropic.com", ""),
+        ("https://api.anthropic.com:8443/proxy/", "api.anthropic.com:8443", "/proxy"),
+        ("http://10.0.0.5:80", "10.0.0.5", ""),
+        ("https://[2001:db8::1]", "[2001:db8::1]", ""),
+        ("http://[2001:db8::1]:8080/v", "[2001:db8::1]:8080", "/v"),
+    ],
+)
+def test_base_url_becomes_host_header_and_path_prefix(
+    base_url: str, host_header: str, prefix: str
+) -> None:
+    target = UpstreamClient()._target(base_url)
+    assert (target.host_header, target.path_prefix) == (host_header, prefix)
