@@ -448,7 +448,7 @@ class Exchange:
 
     # --- the end ----------------------------------------------------------------------------------
     async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
-        """Write the usage record (awaited before the final event); finish() settles it."""
+        """Write the usage record (awaited before the final event); settle() charges it."""
         tokens = tracker.tokens(self.model)
         data = UsageData(
             request_id=self.request_id,
@@ -475,25 +475,21 @@ class Exchange:
             # and logged with everything needed to re-create the record by hand.
             metrics.USAGE_RECORD_FAILURES.inc()
             logger.exception("usage record failed", extra={"usage": repr(data)})
-            await self.release()
+            await self.settle()
             raise
-        # Settled by finish(), after the answer went out: the round trip to the limiter is
+        # Charged by settle(), called once the answer went out: the round trip to the limiter is
         # off the caller's latency. Safe for limits: until then the hold (a worst case, never
         # below the cost) still counts against the cap and the balance.
         self._recorded_cost = cost
         _publish_live(data, cost, self.key.prefix)
         return cost
 
-    async def finish(self) -> None:
-        """After the response: settle the hold at the recorded cost and free the slot."""
-        await self._settle(self._recorded_cost)
-
     async def fail_stream(
         self, writer: StreamWriter, error: bytes, status: int, *, client_gone: bool = False
     ) -> None:
         """After the response opened, a failure is told in-stream (unless nobody listens any
         more), the stream ends, and nothing is billed."""
-        await self.release()
+        await self.settle()
         if not client_gone:
             await writer.write(error)
             await writer.close()
@@ -506,15 +502,13 @@ class Exchange:
             return exc.error
         return GatewayError(502, "the provider stream failed", type_="api_error")
 
-    async def release(self) -> None:
-        """The request ends early: drop the hold and the slot, charging only what was recorded
-        (nothing, unless the failure came after the usage record)."""
-        await self._settle(self._recorded_cost)
-
-    async def _settle(self, cost: int) -> None:
+    async def settle(self) -> None:
+        """The end of the request, however it ended: the hold is settled at the recorded cost
+        (nothing if no usage was recorded) and the slot freed. Once; later calls do nothing."""
         if self._settled:
             return
         self._settled = True
+        cost = self._recorded_cost
         if not (self.hold_nano or cost):
             await self._release_slot()
             return

@@ -206,14 +206,14 @@ async def guarded(
         status = await handle(scope)
     except GatewayError as err:
         if scope.exchange is not None:
-            await scope.exchange.release()
+            await scope.exchange.settle()
             scope.exchange.log(fmt.error_status(err))
         return await fmt.send_error(send, request, err, scope.rate)
     except BaseException:
         # A bug or a cancellation: never leave a hold or a capacity slot behind.
         if scope.exchange is not None:
-            await asyncio.shield(scope.exchange.release())
+            await asyncio.shield(scope.exchange.settle())
         raise
     if scope.exchange is not None:
-        await scope.exchange.finish()
+        await scope.exchange.settle()
     return status

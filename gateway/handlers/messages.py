@@ -167,7 +167,7 @@ async def pump_anthropic(
                         exchange.log(200)
                         return 200
                     elif name == "error":
-                        await exchange.release()  # a failed stream is not billed
+                        await exchange.settle()  # a failed stream is not billed (nothing recorded)
                         out.append(event.raw)
                         await writer.write(b"".join(out))
                         await writer.close()
