@@ -313,7 +313,7 @@ class Exchange:
                 wait = min(deadline, next_keepalive) - now
                 try:
                     async with asyncio.timeout(wait):
-                        chunk = await response.content.readany()
+                        chunk = await response.readany()
                 except TimeoutError:
                     continue
                 if not chunk:
@@ -431,7 +431,7 @@ class Exchange:
         try:
             async with asyncio.timeout(settings.EZAT_DISCONNECT_DRAIN_SECONDS):
                 while not tracker.exact:
-                    chunk = await opened.response.content.readany()
+                    chunk = await opened.response.readany()
                     if not chunk:
                         break
                     for event in opened.parser.feed(chunk):

@@ -188,10 +188,6 @@ class UpstreamResponse:
         self.status = conn.status
         self.headers = conn.headers
 
-    @property
-    def content(self) -> UpstreamResponse:
-        return self  # reads as `response.content.readany()`, the shape the callers use
-
     async def readany(self) -> bytes:
         """The body received so far and not yet read; b"" once it has all been read."""
         if self._released:
