@@ -397,8 +397,8 @@ class Exchange:
         """
         pending = opened.buffered
         rest, opened.rest = opened.rest, []
-        content = opened.response
-        content.watch_idle(settings.EZAT_PING_INTERVAL)
+        response = opened.response
+        response.watch_idle(settings.EZAT_PING_INTERVAL)
         while True:
             if pending:
                 yield pending
@@ -408,7 +408,7 @@ class Exchange:
             if disconnected.is_set():
                 raise ClientGone
             try:
-                chunk = await content.readany()
+                chunk = await response.readany()
             except TimeoutError:  # silence for a ping interval
                 await writer.write(ping)
                 pending = []
