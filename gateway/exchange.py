@@ -329,7 +329,7 @@ class Exchange:
                 committed = False
                 events = parser.feed(chunk)
                 for position, event in enumerate(events):
-                    data = orjson.loads(event.data) if event.data else {}
+                    data = event.json()
                     if event.name == "error" and not committed:
                         error = data.get("error") or {}
                         raise AttemptFailed(
@@ -403,7 +403,7 @@ class Exchange:
             if pending:
                 yield pending
             if rest:
-                pending, rest = [(e, orjson.loads(e.data) if e.data else {}) for e in rest], []
+                pending, rest = [(e, e.json()) for e in rest], []
                 continue
             if disconnected.is_set():
                 raise ClientGone
@@ -419,9 +419,7 @@ class Exchange:
                     "dropped",
                     retryable=False,
                 )
-            pending = [
-                (e, orjson.loads(e.data) if e.data else {}) for e in opened.parser.feed(chunk)
-            ]
+            pending = [(e, e.json()) for e in opened.parser.feed(chunk)]
 
     async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the
@@ -437,7 +435,7 @@ class Exchange:
                     for event in opened.parser.feed(chunk):
                         if event.name == "error":
                             raise _DrainStopped
-                        tracker.absorb(event.name, orjson.loads(event.data) if event.data else {})
+                        tracker.absorb(event.name, event.json())
         except (TimeoutError, _DrainStopped, *CONNECT_ERRORS, orjson.JSONDecodeError):
             logger.info("disconnect drain incomplete; output estimated")
         finally:

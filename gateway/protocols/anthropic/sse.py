@@ -20,6 +20,10 @@ class SSEEvent:
     data: bytes
     raw: bytes  # the whole block including its blank-line terminator
 
+    def json(self) -> dict:
+        """The data, parsed (an event without data is an empty object)."""
+        return orjson.loads(self.data) if self.data else {}
+
 
 class SSEParser:
     """Incremental splitter of a byte stream into events (LF, CRLF or CR line ends)."""
