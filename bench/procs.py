@@ -246,7 +246,7 @@ class Procs:
         env.update(
             SECRET_KEY=secrets.token_urlsafe(48),
             DEBUG="0",
-            REDIS_URL="redis://127.0.0.1:6379/13" if redis else "",
+            REDIS_URL=self.start_redis() if redis else "",
             EZAT_SQLITE_PATH=str(self.tmp / "bench.sqlite3"),
             DJANGO_SETTINGS_MODULE="ezat.settings",
             PYTHONUNBUFFERED="1",
@@ -259,15 +259,40 @@ class Procs:
             self.cleanups.append(("drop_pg", name))
             self.pg_db = name
             env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
-        if redis:
-            # db 13 is the benchmark's own; a fresh database restarts org ids at 1, so stale
-            # counters or holds from an earlier run would land on the new org.
-            self.redis_pid = manage_redis_flush()
         return env
 
+    def start_redis(self) -> str:
+        """A private redis-server for this run (no persistence): the run's Redis CPU is its own,
+        stale counters of an earlier run cannot land on this run's orgs, and a Redis holding
+        someone's data is never touched."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise BenchError("--redis needs `redis-server` on PATH (apt-get install redis-server)")
+        port = free_port()
+        proc = self.spawn(
+            "redis",
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+             "no", "--dir", str(self.tmp)],
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise BenchError(f"redis-server exited:\n{self.log_tail('redis')}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), timeout=1) as sock,
+            ):
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    break
+            if time.monotonic() > deadline:
+                raise BenchError(f"redis-server did not answer:\n{self.log_tail('redis')}")
+            time.sleep(0.05)
+        self.redis_pid = proc.pid
+        return f"redis://127.0.0.1:{port}/0"
+
     def service_pids(self) -> set[int]:
-        """Postgres backends serving this run's database, and the Redis server (shared: the
-        benchmark's CPU figures for it include whatever else uses that server meanwhile)."""
+        """Postgres backends serving this run's database, and the run's own Redis server."""
         pids = {self.redis_pid} if self.redis_pid else set()
         if self.pg_db:
             with contextlib.suppress(Exception), _pg_admin() as conn:
@@ -411,15 +436,3 @@ def _create_pg(name: str) -> None:
 def _drop_pg(name: str) -> None:
     with _pg_admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def manage_redis_flush() -> int:
-    """Empty db 13; returns the Redis server's pid (for CPU accounting)."""
-    try:
-        import redis
-
-        conn = redis.Redis.from_url("redis://127.0.0.1:6379/13", socket_timeout=5)
-        conn.flushdb()
-        return int(conn.info("server").get("process_id") or 0)
-    except Exception as exc:
-        raise BenchError(f"Redis at 127.0.0.1:6379 unusable: {exc}") from exc

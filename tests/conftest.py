@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import services
+
+_REDIS_KEY = pytest.StashKey[services.RedisServer]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start the session's private Redis before any test module is imported (modules derive
+    their URLs from it) and point the app's settings at it. See tests/services.py."""
+    server = services.RedisServer.start()
+    config.stash[_REDIS_KEY] = server
+    os.environ[services.ENV_URL] = server.url(services.REDIS_DB_APP)
+    from django.conf import settings
+
+    if services.production_shape():
+        # Settings were read before this conftest loaded (pytest-django sets Django up first):
+        # whatever REDIS_URL said, this process and every child it starts use the private one.
+        url = server.url(services.REDIS_DB_APP)
+        os.environ["REDIS_URL"] = url
+        settings.REDIS_URL = url
+        settings.CELERY_BROKER_URL = url
+        settings.CHANNEL_LAYERS["default"]["CONFIG"] = {"hosts": [url]}
+    default_db = settings.DATABASES["default"]
+    if default_db["ENGINE"].endswith("postgresql"):
+        default_db.setdefault("TEST", {})["NAME"] = services.isolated_db_name(
+            default_db["NAME"], Path(__file__).resolve().parents[1]
+        )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_REDIS_KEY, None)
+    if server is not None:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -25,11 +25,12 @@ from django.conf import settings
 from django.db import connection
 
 from billing.reconcile import TEST_SLEEP_ENV
+from tests import services
 
 BASE_DIR = Path(settings.BASE_DIR)
 TASK_NAME = "billing.tasks.reconcile_usage"
 # A Redis database of its own for worker tests, so they never touch the app's queues.
-BROKER_URL = os.environ.get("EZAT_TEST_BROKER_URL", "redis://127.0.0.1:6379/14")
+BROKER_URL = services.redis_url(services.REDIS_DB_BROKER)
 STARTUP_TIMEOUT = 60.0
 
 
@@ -92,9 +93,7 @@ def require_broker() -> None:
     try:
         redis.Redis.from_url(BROKER_URL, socket_connect_timeout=3).ping()
     except redis.RedisError as exc:
-        raise HarnessError(
-            f"worker tests need a Redis broker at {BROKER_URL} (set EZAT_TEST_BROKER_URL): {exc}"
-        ) from exc
+        raise HarnessError(f"worker tests need a Redis broker at {BROKER_URL}: {exc}") from exc
 
 
 class CeleryWorker:

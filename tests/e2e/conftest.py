@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,10 +25,11 @@ import httpx
 import pytest
 
 from gateway.simulator.testing import SimulatorThread
+from tests import services
+from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_KEYS = ("sk-sim-a", "sk-sim-b", "sk-sim-c")
-E2E_REDIS_DB = 12
 
 # Knobs shortened so fault tests run in seconds, not minutes.
 GATEWAY_ENV = {
@@ -47,12 +47,6 @@ GATEWAY_ENV = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def database_url(settings_dict: dict[str, Any]) -> str:
     engine = settings_dict["ENGINE"]
     if engine.endswith("sqlite3"):
@@ -67,14 +61,8 @@ def database_url(settings_dict: dict[str, Any]) -> str:
 
 
 def e2e_redis_url() -> str:
-    base = os.environ.get("REDIS_URL", "")
-    if not base:
-        return ""
-    return (
-        base.rsplit("/", 1)[0] + f"/{E2E_REDIS_DB}"
-        if base.count("/") >= 3
-        else f"{base}/{E2E_REDIS_DB}"
-    )
+    """The stack's Redis (a database of the session's private server) in production shape."""
+    return services.redis_url(services.REDIS_DB_E2E) if services.production_shape() else ""
 
 
 @dataclass

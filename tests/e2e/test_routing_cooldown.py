@@ -8,7 +8,6 @@ database): the stack's gateway, which every other test uses, never sees these fa
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,21 +20,18 @@ import orjson
 import pytest
 
 from gateway.simulator.testing import SimulatorThread
+from tests import services
 from tests.e2e.conftest import GatewayProcess, Stack, database_url, start_gateway
 from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
 
 pytestmark = pytest.mark.e2e
 
-LAB_REDIS_DB = 10  # e2e stack: 12, bench: 13, billing: 14, limits: 15
 COOLDOWN_FAILURES = 3  # EZAT_COOLDOWN_FAILURES of the e2e gateways
 
 
 def lab_redis_url() -> str:
-    base = os.environ.get("REDIS_URL", "")
-    if not base:
-        return ""
-    root = base.rsplit("/", 1)[0] if base.count("/") >= 3 else base
-    return f"{root}/{LAB_REDIS_DB}"
+    """The lab gateway's own Redis database (of the session's private server)."""
+    return services.redis_url(services.REDIS_DB_LAB) if services.production_shape() else ""
 
 
 def db_url(stack: Stack) -> str:

@@ -1,13 +1,12 @@
 """Fixtures for the limiter suites: a fake clock, both implementations, DB rows for seeding.
 
-Redis tests run against the real server (db 15 by default) under a unique key prefix per test and
-delete only their own keys: other suites may share the server, so no FLUSHDB.
+Redis tests run against the session's private server (db 15, tests/services.py) under a unique
+key prefix per test and delete only their own keys: other suites share that server, so no FLUSHDB.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -20,8 +19,9 @@ from gateway.limits.base import AdmitRequest
 from gateway.limits.common import MoneySource
 from gateway.limits.local import LocalLimiter
 from gateway.limits.redis import RedisLimiter
+from tests import services
 
-REDIS_URL = os.environ.get("EZAT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = services.redis_url(services.REDIS_DB_LIMITS)
 DEAD_REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 T0 = datetime(2025, 3, 10, 12, 0, 0, tzinfo=UTC).timestamp()  # the start of a UTC minute
 

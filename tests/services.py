@@ -1,0 +1,137 @@
+"""Service instances the test suite creates for itself, so it never touches data that is not its
+own.
+
+Redis: every test session starts a private `redis-server` on a free loopback port, with nothing
+on disk, and stops it at the end. Every Redis database a test uses (the stack's limits, the
+billing broker, the limiter suites) is derived from that server's URL, so a FLUSHDB here can only
+ever empty a database this session created. A Redis that the developer runs on 6379 (holding
+real data, perhaps) is never connected to.
+
+PostgreSQL: pytest-django creates `test_<name>` and drops it at the end; the name carries a hash
+of the checkout's path, so two checkouts on one machine (or one checkout and a worktree) never
+share a test database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+# The Redis databases of the private server, one per use, so suites never see each other's keys.
+REDIS_DB_APP = 0  # REDIS_URL of the test process (production shape)
+REDIS_DB_LAB = 10  # the routing lab's own gateway (cooldowns that must not reach the stack)
+REDIS_DB_E2E = 12  # the e2e stack's gateway
+REDIS_DB_BROKER = 14  # Celery worker tests
+REDIS_DB_LIMITS = 15  # the limiter suites
+
+ENV_URL = "EZAT_TEST_REDIS_URL"  # set by the session to its private server (db 0)
+
+
+class ServiceError(RuntimeError):
+    """A service the suite needs could not be started; the message says what to install."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A `redis-server` child process on a free port, without persistence."""
+
+    def __init__(self, binary: str, directory: Path) -> None:
+        self.port = free_port()
+        self.directory = directory
+        self.log_path = directory / "redis.log"
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(directory),
+                "--logfile", str(self.log_path),
+                "--databases", "16",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self._wait_ready()
+
+    @classmethod
+    def start(cls) -> RedisServer:
+        binary = shutil.which("redis-server") or (
+            "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
+        )
+        if binary is None:
+            raise ServiceError(
+                "the test suite starts its own Redis and needs `redis-server` on PATH "
+                "(Debian: apt-get install redis-server)"
+            )
+        return cls(binary, Path(tempfile.mkdtemp(prefix="ezat-test-redis-")))
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServiceError(f"redis-server exited at start:\n{self._log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise ServiceError(f"redis-server did not answer within 30 s:\n{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def url(self, db: int = REDIS_DB_APP) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def redis_url(db: int) -> str:
+    """A database of the session's private Redis server."""
+    base = os.environ.get(ENV_URL)
+    if not base:
+        raise ServiceError(
+            f"{ENV_URL} is not set: the session's private Redis was not started "
+            "(run the suite through pytest with the root conftest)"
+        )
+    return base.rsplit("/", 1)[0] + f"/{db}"
+
+
+def production_shape() -> bool:
+    """The suite runs in production shape (gateways with Redis) when REDIS_URL was set."""
+    return bool(os.environ.get("REDIS_URL"))
+
+
+def isolated_db_name(name: str, checkout: Path) -> str:
+    """`test_<name>_<hash of the checkout path>`: concurrent runs from different checkouts on
+    one PostgreSQL server each get their own test database."""
+    digest = hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]
+    return f"test_{name}_{digest}"[:63]
