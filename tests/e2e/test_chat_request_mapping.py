@@ -330,27 +330,20 @@ def test_sdk_parse_with_pydantic_model(e2e: Stack) -> None:
     ("schema", "path"),
     [
         (
-            {"type": "object", "properties": {"city": {"type": "string"}}},
+            {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "additionalProperties": True,
+            },
             "response_format.json_schema.schema",
         ),
         (
             {
                 "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "address": {"type": "object", "properties": {"street": {"type": "string"}}}
-                },
-            },
-            "response_format.json_schema.schema.properties.address",
-        ),
-        (
-            {
-                "type": "object",
-                "additionalProperties": False,
                 "properties": {
                     "tags": {
                         "type": "array",
-                        "items": {"type": "object", "additionalProperties": True},
+                        "items": {"type": "object", "additionalProperties": {"type": "string"}},
                     }
                 },
             },
@@ -358,7 +351,7 @@ def test_sdk_parse_with_pydantic_model(e2e: Stack) -> None:
         ),
     ],
 )
-def test_open_object_schema_is_400_naming_the_path(
+def test_schema_allowing_extra_properties_is_400_naming_the_path(
     e2e: Stack, schema: dict[str, Any], path: str
 ) -> None:
     key = e2e.new_key()
@@ -370,9 +363,28 @@ def test_open_object_schema_is_400_naming_the_path(
         )
     assert raised.value.param == path
     message = error_of(raised.value)["message"]
-    assert message.startswith(f"{path}: ")
-    assert "additionalProperties" in message
+    assert message.startswith(f"{path}: objects may not allow additional properties")
     assert upstream_records(e2e) == []
+
+
+def test_open_object_schema_is_closed_by_the_gateway(e2e: Stack) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "address": {"type": "object", "properties": {"street": {"type": "string"}}},
+        },
+        "required": ["address"],
+    }
+    key = e2e.new_key()
+    completion = client(e2e, key).chat.completions.create(
+        model=SONNET,
+        messages=[{"role": "user", "content": "x"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+    )
+    sent = upstream(e2e)["output_config"]["format"]["schema"]
+    assert sent["additionalProperties"] is False
+    assert sent["properties"]["address"]["additionalProperties"] is False
+    assert json.loads(completion.choices[0].message.content or "")["address"] == {"street": "Oslo"}
 
 
 def test_json_object_is_400_pointing_to_json_schema(e2e: Stack) -> None:
