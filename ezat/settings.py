@@ -134,6 +134,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.tasks.reconcile_usage",
         "schedule": env.float("EZAT_RECONCILE_INTERVAL", default=10.0),
     },
+    "purge-stored-responses": {
+        "task": "gateway.tasks.purge_stored_responses",
+        "schedule": env.float("EZAT_RESPONSE_PURGE_INTERVAL", default=3600.0),
+    },
 }
 
 # --- Auth, security -------------------------------------------------------------------------------
@@ -221,5 +225,10 @@ EZAT_USAGE_SYNCHRONOUS_COMMIT = env.bool("EZAT_USAGE_SYNCHRONOUS_COMMIT", defaul
 # are frozen out of collections, and the youngest generation is collected every N allocations
 # instead of CPython's 700. 0 keeps CPython's defaults. See gateway/runtime.py.
 EZAT_GC_GEN0_THRESHOLD = env.int("EZAT_GC_GEN0_THRESHOLD", default=20_000)
+# Responses API: stored responses (`store: true`) are kept this many days, then purged by beat.
+EZAT_RESPONSE_RETENTION_DAYS = env.int("EZAT_RESPONSE_RETENTION_DAYS", default=30)
+# Seconds an answer waits for its stored copy to commit (so a continuation sent right after it,
+# to any replica, finds it). Past this, or if the write fails, the answer goes out anyway.
+EZAT_RESPONSE_STORE_WAIT = env.float("EZAT_RESPONSE_STORE_WAIT", default=2.0)
 # Fernet key material for provider API keys at rest (defaults to one derived from SECRET_KEY).
 EZAT_ENCRYPTION_KEY = env.str("EZAT_ENCRYPTION_KEY", default="")

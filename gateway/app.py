@@ -11,8 +11,8 @@ from django.conf import settings
 
 from ezat.logging import request_id_var
 from gateway.errors import GatewayError
-from gateway.handlers import chat, messages, models
-from gateway.handlers.common import ANTHROPIC, OPENAI
+from gateway.handlers import chat, messages, models, responses
+from gateway.handlers.common import ANTHROPIC, OPENAI, authenticate
 from gateway.http import ApiRequest, Receive, Scope, Send
 from gateway.metrics import SIDE_EFFECT_FAILURES
 from gateway.runtime import tune_garbage_collector
@@ -31,23 +31,55 @@ class GatewayApp:
             ("GET", "/v1/models"): models.anthropic_models,
             ("GET", "/openai/v1/models"): models.openai_models,
             ("POST", "/openai/v1/chat/completions"): chat.create_chat_completion,
+            ("POST", "/openai/v1/responses"): responses.create_response,
+            ("POST", "/openai/v1/responses/input_tokens"): responses.input_tokens,
         }
+        # /openai/v1/responses/{id} and /openai/v1/responses/{id}/cancel
+        self.response_routes: dict[str, Handler] = {
+            "GET": responses.get_response,
+            "DELETE": responses.delete_response,
+        }
+
+    def resolve(self, method: str, path: str) -> tuple[Handler | None, bool]:
+        """(handler, whether the path exists for some method)."""
+        handler = self.routes.get((method, path))
+        if handler is not None:
+            return handler, True
+        if any(p == path for (_, p) in self.routes):
+            return None, True
+        if path.startswith(responses.PREFIX):
+            rest = path[len(responses.PREFIX) :]
+            if rest and "/" not in rest:
+                return self.response_routes.get(method), True
+            response_id, _, action = rest.partition("/")
+            if response_id and action == "cancel":
+                return (responses.cancel_response if method == "POST" else None), True
+        return None, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = ApiRequest(scope, receive)
         # Every log line of this request (limits, routing, billing) carries its id.
         request_id_var.set(request.request_id)
         path = scope["path"].rstrip("/") or "/"
-        handler = self.routes.get((scope["method"], path))
+        handler, known = self.resolve(scope["method"], path)
         fmt = OPENAI if path.startswith("/openai/") else ANTHROPIC
         if handler is None:
-            known = any(p == path for (_, p) in self.routes)
+            try:
+                # The key is checked before the path: a wrong key is a 401 on every path, known
+                # or not, on both APIs (a path is not a secret, but the answer must not depend
+                # on whether the caller guessed a real one before its key is known to be good).
+                await authenticate(request, fmt)
+            except GatewayError as err:
+                await fmt.send_error(send, request, err)
+                request.close()
+                return
             err = (
                 GatewayError(405, f"method {scope['method']} not allowed on {path}")
                 if known
                 else GatewayError(404, f"no such endpoint: {path}", type_="not_found_error")
             )
             await fmt.send_error(send, request, err)
+            request.close()
             return
         try:
             await handler(request, send)

@@ -34,6 +34,7 @@ class ApiRequest:
         "headers",
         "method",
         "path",
+        "query",
         "receive",
         "request_id",
     )
@@ -41,6 +42,7 @@ class ApiRequest:
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self.method: str = scope["method"]
         self.path: str = scope["path"]
+        self.query: bytes = scope.get("query_string") or b""
         self.receive = receive
         self.headers: dict[str, str] = {
             k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import time
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
-from django.conf import settings
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.errors import GatewayError, openai_error_object
@@ -34,6 +33,14 @@ from gateway.handlers.common import (
     resolve_model,
     snapshot,
 )
+from gateway.handlers.translated import (
+    caps,
+    error_from_event,
+    inline_images,
+    invalid,
+    model_name,
+    upstream_body,
+)
 from gateway.http import (
     JSON_CT,
     SSE_HEADERS,
@@ -46,7 +53,6 @@ from gateway.http import (
 )
 from gateway.protocols.openai.inbound import (
     InvalidRequest,
-    ModelCaps,
     TranslatedRequest,
     attach_thinking,
     disable_thinking,
@@ -57,45 +63,7 @@ from gateway.protocols.openai.stream import ChatStreamTranslator
 from gateway.routing import has_thinking_signatures, session_key
 from gateway.thinking_store import store as thinking_store
 
-if TYPE_CHECKING:
-    from gateway.images import ImageFetcher
-
 FMT = OPENAI
-_fetcher: ImageFetcher | None = None
-
-
-def _image_fetcher() -> ImageFetcher:
-    """One per process, created (and httpx/httpcore imported) on the first image URL: most
-    gateway processes never download an image and should not carry the client in memory."""
-    global _fetcher
-    if _fetcher is None:
-        from gateway.images import ImageFetcher, ImageFetchPolicy
-
-        _fetcher = ImageFetcher(ImageFetchPolicy(allow_loopback=settings.EZAT_IMAGE_ALLOW_LOOPBACK))
-    return _fetcher
-
-
-def _caps(model: ModelInfo) -> ModelCaps:
-    return ModelCaps(
-        canonical_id=model.id,
-        sampling=model.sampling,
-        prompt_caching=model.prompt_caching,
-        vision=model.vision,
-        pdf=model.pdf,
-        tools=model.tools,
-        structured_outputs=model.structured_outputs,
-        reasoning_efforts=model.reasoning_efforts,
-        max_output_tokens=model.max_output_tokens,
-    )
-
-
-def _model_name(body: object) -> str:
-    if not isinstance(body, dict):
-        raise GatewayError(400, "the request body must be a JSON object")
-    name = body.get("model")
-    if not isinstance(name, str) or not name.strip() or len(name) > 128:
-        raise GatewayError(400, "model: required, a string of 1 to 128 characters", param="model")
-    return name
 
 
 async def _prepare(
@@ -104,38 +72,23 @@ async def _prepare(
     """Translate, restore thinking blocks, inline image URLs; also returns the image bytes."""
     auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
     try:
-        tr = translate_request(body, _caps(model), auto_cache=auto_cache)
+        tr = translate_request(body, caps(model), auto_cache=auto_cache)
     except InvalidRequest as exc:
-        raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None
+        raise invalid(exc) from None
     if tr.tool_call_ids_needing_thinking:
         blocks = await thinking_store.get_many(org_id, tr.tool_call_ids_needing_thinking)
         if not attach_thinking(tr.body, blocks, tr.thinking):
             # The signed blocks are gone (expired, other process without Redis): the upstream
             # would refuse the turn, so this one request runs without thinking instead.
             disable_thinking(tr.body)
-    image_bytes = 0
-    if tr.images:
-        from gateway.images import ImageFetchError
-
-        try:
-            fetched = await _image_fetcher().fetch_all([(ref.param, ref.url) for ref in tr.images])
-        except ImageFetchError as exc:
-            raise GatewayError(400, f"{exc.param}: {exc}", param=exc.param) from None
-        for ref, image in zip(tr.images, fetched, strict=True):
-            ref.block["source"] = {
-                "type": "base64",
-                "media_type": image.media_type,
-                "data": image.data_b64,
-            }
-            image_bytes += len(image.data_b64)
-    return tr, image_bytes
+    return tr, await inline_images(tr.images)
 
 
 async def create_chat_completion(request: ApiRequest, send: Send) -> int:
     async def handle(scope: RequestScope) -> int:
         key = await authenticate(request, FMT)
         body = await read_json(request)
-        name = _model_name(body)
+        name = model_name(body)
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), name, FMT)
         tr, image_bytes = await _prepare(request, body, model, key.org_id)
@@ -167,8 +120,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
 
 
 def _upstream_body(tr: TranslatedRequest, route: Route) -> bytes:
-    tr.body["model"] = route.upstream_model_id
-    return orjson.dumps(tr.body)
+    return upstream_body(tr.body, route)
 
 
 async def _json(
@@ -244,7 +196,7 @@ async def _pump(
                             # Chunks translated from the same read go out before the error: the
                             # client must not lose the role chunk and content it was owed.
                             await writer.write(b"".join(out))
-                        raise AttemptFailed(_error_from_event(data), "error_event", retryable=False)
+                        raise AttemptFailed(error_from_event(data), "error_event", retryable=False)
                     tracker.absorb(name, data)
                     chunk = translator.feed(data)
                     if chunk:
@@ -270,9 +222,3 @@ async def _pump(
     finally:
         opened.response.close()
     raise AssertionError("event_batches ends only by return or raise")
-
-
-def _error_from_event(data: dict[str, Any]) -> GatewayError:
-    error = data.get("error") or {}
-    status = 529 if error.get("type") == "overloaded_error" else 500
-    return GatewayError(status, str(error.get("message") or "upstream error"))

@@ -265,16 +265,21 @@ class Converter:
         return InvalidRequest(f"{param}.type: {reason}", f"{param}.type")
 
     def _image(self, part: dict[str, Any], param: str) -> dict[str, Any]:
-        if not self.caps.vision:
-            raise InvalidRequest(
-                f"{param}: model {self.caps.canonical_id} does not accept images", param
-            )
         spec = part.get("image_url")
         # Some clients send the URL string directly instead of {"url": ...}; accept both.
         if isinstance(spec, dict):
             url, url_param = spec.get("url"), f"{param}.image_url.url"
         else:
             url, url_param = spec, f"{param}.image_url"
+        return self.image_block(url, param, url_param)
+
+    def image_block(self, url: object, param: str, url_param: str) -> dict[str, Any]:
+        """An image part's URL (data: or http(s)) as an Anthropic image block; http(s) URLs are
+        queued in `images` for the gateway to download."""
+        if not self.caps.vision:
+            raise InvalidRequest(
+                f"{param}: model {self.caps.canonical_id} does not accept images", param
+            )
         if not isinstance(url, str):
             raise InvalidRequest(
                 f"{url_param}: must be a string (a data: or http(s) URL)", url_param
@@ -313,12 +318,14 @@ class Converter:
                 "send the PDF inline as file_data (data:application/pdf;base64,...)",
                 f"{param}.file.file_id",
             )
+        return self.pdf_block(spec.get("file_data"), param, f"{param}.file.file_data")
+
+    def pdf_block(self, file_data: object, param: str, data_param: str) -> dict[str, Any]:
+        """A PDF given as a data URL, as an Anthropic document block."""
         if not self.caps.pdf:
             raise InvalidRequest(
                 f"{param}: model {self.caps.canonical_id} does not accept PDF files", param
             )
-        data_param = f"{param}.file.file_data"
-        file_data = spec.get("file_data")
         if not isinstance(file_data, str) or file_data[:5].lower() != "data:":
             raise InvalidRequest(
                 f"{data_param}: must be a data URL (data:application/pdf;base64,...)", data_param

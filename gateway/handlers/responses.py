@@ -1,0 +1,409 @@
+"""The OpenAI Responses API: `POST /openai/v1/responses` translated to Messages and back, the
+stored-response endpoints and `POST /openai/v1/responses/input_tokens`.
+
+Runs through the same admission, routing, failover, limits and billing as the other APIs
+(Exchange, api="responses"); translation happens in the pure modules of
+gateway.protocols.openai_responses. Reasoning a stateless client must carry is sealed
+(gateway/sealing.py); stored responses (`store: true`) go through gateway/stored_responses.py.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import aclosing
+from typing import Any
+
+import orjson
+
+from accounts.keycache import KeyInfo
+from catalog.snapshot import ModelInfo, Route
+from gateway import stored_responses
+from gateway.errors import GatewayError, openai_error_object
+from gateway.exchange import (
+    STREAM_FAILURES,
+    AttemptFailed,
+    ClientGone,
+    Exchange,
+    OpenStream,
+    UsageTracker,
+)
+from gateway.handlers.common import (
+    HIGH_EFFORTS,
+    OPENAI,
+    RequestScope,
+    authenticate,
+    guarded,
+    input_estimate,
+    read_json,
+    resolve_model,
+    snapshot,
+)
+from gateway.handlers.translated import (
+    caps,
+    error_from_event,
+    inline_images,
+    invalid,
+    model_name,
+    upstream_body,
+)
+from gateway.http import (
+    JSON_CT,
+    SSE_HEADERS,
+    ApiRequest,
+    Headers,
+    Send,
+    StreamWriter,
+    base_headers,
+    send_response,
+)
+from gateway.protocols.openai.common import disable_thinking
+from gateway.protocols.openai.types import InvalidRequest
+from gateway.protocols.openai_responses import inbound
+from gateway.protocols.openai_responses.outbound import translate_response
+from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
+from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
+from gateway.routing import session_key
+from gateway.sealing import Sealer
+
+FMT = OPENAI
+API = "responses"
+PREFIX = "/openai/v1/responses/"
+
+
+async def _translate(
+    request: ApiRequest, body: dict[str, Any], model: ModelInfo, key: KeyInfo, sealer: Sealer
+) -> tuple[TranslatedResponsesRequest, int]:
+    """Continue from stored state if asked, translate, inline image URLs."""
+    previous = body.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise GatewayError(
+            400, "previous_response_id: must be a string", param="previous_response_id"
+        )
+    history, referenced = await stored_responses.continuation(
+        key.org_id, previous, inbound.references(body)
+    )
+    if previous and history is None:
+        raise GatewayError(
+            404,
+            f"previous_response_id: no stored response {previous!r} in this organization (it "
+            "was not stored, was deleted or has expired); send the conversation as input",
+            param="previous_response_id",
+        )
+    auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
+    try:
+        tr = inbound.translate_request(
+            body,
+            caps(model),
+            history=history,
+            referenced=referenced,
+            unseal=sealer.open,
+            auto_cache=auto_cache,
+        )
+    except InvalidRequest as exc:
+        raise invalid(exc) from None
+    if tr.thinking and tr.tool_turn_without_thinking:
+        # The tool turn's reasoning was not sent back (no encrypted_content): the upstream would
+        # refuse the turn, so this one request runs without thinking instead.
+        disable_thinking(tr.body)
+        tr.thinking = False
+    return tr, await inline_images(tr.images)
+
+
+async def create_response(request: ApiRequest, send: Send) -> int:
+    async def handle(scope: RequestScope) -> int:
+        key = await authenticate(request, FMT)
+        body = await read_json(request)
+        name = model_name(body)
+        assert isinstance(body, dict)
+        model = resolve_model(await snapshot(), name, FMT)
+        sealer = Sealer(key.org_id, model.id)
+        tr, image_bytes = await _translate(request, body, model, key, sealer)
+        exchange = Exchange(
+            api=API,
+            request_id=request.request_id,
+            key=key,
+            model=model,
+            model_name=name,
+            stream=tr.stream,
+            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
+            # Signed thinking blocks are valid only on the platform that signed them.
+            pin_kind=any(
+                b.get("type") in ("thinking", "redacted_thinking")
+                for m in tr.body["messages"]
+                if m["role"] == "assistant"
+                for b in m["content"]
+            ),
+            high_effort=tr.reasoning_effort in HIGH_EFFORTS,
+        )
+        await scope.admit(
+            exchange,
+            input_estimate=input_estimate(len(request.body) + image_bytes),
+            max_tokens=tr.body["max_tokens"],
+        )
+        extra = FMT.rate_headers(scope.rate)
+        if tr.reasoning_effort is not None:
+            extra.append((b"x-ezat-reasoning-effort", tr.reasoning_effort.encode()))
+        # Seal only when someone will read it: the client (include) or a stored continuation.
+        seal = sealer.seal if (tr.include_encrypted or tr.store) else None
+        if tr.stream:
+            return await _stream(request, send, exchange, tr, extra, seal)
+        return await _json(request, send, exchange, tr, extra, seal)
+
+    return await guarded(request, send, FMT, handle)
+
+
+def _body_for(tr: TranslatedResponsesRequest):  # type: ignore[no-untyped-def]
+    def build(route: Route) -> bytes:
+        return upstream_body(tr.body, route)
+
+    return build
+
+
+def _store(
+    exchange: Exchange,
+    tr: TranslatedResponsesRequest,
+    response: dict[str, Any],
+    output: list[dict[str, Any]],
+) -> Any:
+    if not tr.store:
+        return None
+    return stored_responses.writer.save(
+        org_id=exchange.key.org_id,
+        response_id=response["id"],
+        model_id=exchange.model.id,
+        response=response,
+        context={"items": tr.items, "output": output},
+    )
+
+
+async def _json(
+    request: ApiRequest,
+    send: Send,
+    exchange: Exchange,
+    tr: TranslatedResponsesRequest,
+    extra: Headers,
+    seal: Any,
+) -> int:
+    reply = await exchange.call(_body_for(tr), None)
+    response, output = translate_response(
+        reply,
+        request_id=request.request_id,
+        model_name=exchange.model_name,
+        created_at=int(time.time()),
+        echo=tr.echo,
+        seal=seal,
+        summary=tr.summary,
+        include_encrypted=tr.include_encrypted,
+    )
+    stored = _store(exchange, tr, response, output)
+    await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
+    if stored is not None:
+        await stored_responses.writer.wait(stored)
+    headers = base_headers(request.request_id) + [JSON_CT] + extra
+    await send_response(send, 200, orjson.dumps(response), headers)
+    exchange.log(200)
+    return 200
+
+
+async def _stream(
+    request: ApiRequest,
+    send: Send,
+    exchange: Exchange,
+    tr: TranslatedResponsesRequest,
+    extra: Headers,
+    seal: Any,
+) -> int:
+    translator = ResponsesStreamTranslator(
+        request_id=request.request_id,
+        model_name=exchange.model_name,
+        created_at=int(time.time()),
+        echo=tr.echo,
+        seal=seal,
+        summary=tr.summary,
+        include_encrypted=tr.include_encrypted,
+    )
+    writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + extra)
+    ping = ResponsesStreamTranslator.PING
+    try:
+        opened = await exchange.open_committed(_body_for(tr), None, writer, ping)
+    except GatewayError as err:
+        if not writer.opened:
+            raise
+        status = FMT.error_status(err)
+        await exchange.fail_stream(writer, _failure(translator, err), status)
+        return status
+    return await _pump(request, exchange, opened, writer, translator, tr)
+
+
+def _failure(translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
+    error = openai_error_object(err)
+    code = error["code"] if isinstance(error["code"], str) else None
+    return translator.failure(err.message, code or str(error["type"]))
+
+
+async def _pump(
+    request: ApiRequest,
+    exchange: Exchange,
+    opened: OpenStream,
+    writer: StreamWriter,
+    translator: ResponsesStreamTranslator,
+    tr: TranslatedResponsesRequest,
+) -> int:
+    """Translate events after the commit point; the final event only after the usage record
+    (and the stored copy) are written."""
+    tracker = UsageTracker()
+    disconnected = request.watch_disconnect()
+    ping = ResponsesStreamTranslator.PING
+    batches = exchange.event_batches(opened, writer, ping, disconnected)
+    try:
+        async with aclosing(batches):
+            async for batch in batches:
+                out: list[bytes] = []
+                for event, data in batch:
+                    name = event.name
+                    if name == "error":
+                        if out:
+                            await writer.write(b"".join(out))
+                        raise AttemptFailed(error_from_event(data), "error_event", retryable=False)
+                    tracker.absorb(name, data)
+                    translated = translator.feed(data)
+                    if translated:
+                        out.append(translated)
+                    if name == "message_stop":
+                        if out:
+                            await writer.write(b"".join(out))
+                        final = translator.final_event()
+                        response = translator.response_snapshot("")
+                        stored = _store(exchange, tr, response, translator.items)
+                        await exchange.record(tracker)
+                        if stored is not None:
+                            await stored_responses.writer.wait(stored)
+                        await writer.write(final)
+                        await writer.close()
+                        exchange.log(200)
+                        return 200
+                if out:
+                    await writer.write(b"".join(out))
+    except ClientGone:
+        return await exchange.drain_after_disconnect(opened, tracker)
+    except STREAM_FAILURES as exc:
+        payload = _failure(translator, exchange.stream_failure(exc))
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        return 200
+    finally:
+        opened.response.close()
+    raise AssertionError("event_batches ends only by return or raise")
+
+
+# -- stored responses ------------------------------------------------------------------------------
+
+
+def _response_id(request: ApiRequest, suffix: str = "") -> str:
+    rest = request.path.rstrip("/")[len(PREFIX) :]
+    return rest[: -len(suffix)] if suffix else rest
+
+
+async def get_response(request: ApiRequest, send: Send) -> int:
+    async def handle(scope: RequestScope) -> int:
+        key = await authenticate(request, FMT)
+        response_id = _response_id(request)
+        if b"stream=true" in request.query:
+            raise GatewayError(
+                400,
+                "stream: replaying a stored response as a stream is only for background "
+                "responses, which are not supported",
+                param="stream",
+            )
+        stored = await stored_responses.response(key.org_id, response_id)
+        if stored is None:
+            raise _not_found(response_id)
+        headers = base_headers(request.request_id) + [JSON_CT]
+        await send_response(send, 200, orjson.dumps(stored), headers)
+        return 200
+
+    return await guarded(request, send, FMT, handle)
+
+
+async def delete_response(request: ApiRequest, send: Send) -> int:
+    async def handle(scope: RequestScope) -> int:
+        key = await authenticate(request, FMT)
+        response_id = _response_id(request)
+        if not await stored_responses.delete(key.org_id, response_id):
+            raise _not_found(response_id)
+        body = {"id": response_id, "object": "response", "deleted": True}
+        await send_response(
+            send, 200, orjson.dumps(body), base_headers(request.request_id) + [JSON_CT]
+        )
+        return 200
+
+    return await guarded(request, send, FMT, handle)
+
+
+async def cancel_response(request: ApiRequest, send: Send) -> int:
+    async def handle(scope: RequestScope) -> int:
+        await authenticate(request, FMT)
+        raise GatewayError(
+            400,
+            "only background responses can be cancelled, and background mode is not offered: "
+            "every response here completes within its request",
+            param="response_id",
+        )
+
+    return await guarded(request, send, FMT, handle)
+
+
+def _not_found(response_id: str) -> GatewayError:
+    return GatewayError(
+        404,
+        f"Response with id {response_id!r} not found (never stored, deleted, expired, or of "
+        "another organization).",
+        param="response_id",
+    )
+
+
+# -- input_tokens ----------------------------------------------------------------------------------
+
+
+async def input_tokens(request: ApiRequest, send: Send) -> int:
+    """Free (never billed or listed), but it counts toward the key's requests per minute."""
+
+    async def handle(scope: RequestScope) -> int:
+        key = await authenticate(request, FMT)
+        body = await read_json(request)
+        name = model_name(body)
+        assert isinstance(body, dict)
+        model = resolve_model(await snapshot(), name, FMT)
+        body = {**body, "stream": False}
+        tr, _ = await _translate(request, body, model, key, Sealer(key.org_id, model.id))
+        counted = {k: v for k, v in tr.body.items() if k not in ("max_tokens", "stream")}
+        exchange = Exchange(
+            api="responses_input_tokens",
+            request_id=request.request_id,
+            key=key,
+            model=model,
+            model_name=name,
+            stream=False,
+            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, counted),
+        )
+        await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
+
+        async def attempt(route: Route) -> bytes:
+            upstream = upstream_body(counted, route)
+            _, payload = await exchange.post_json(
+                route, "/v1/messages/count_tokens", upstream, None
+            )
+            return payload
+
+        payload = await exchange.run(attempt)
+        try:
+            count = orjson.loads(payload).get("input_tokens")
+        except (orjson.JSONDecodeError, AttributeError):
+            count = None
+        if type(count) is not int:
+            raise GatewayError(502, "the provider answered with an invalid body", type_="api_error")
+        answer = {"object": "response.input_tokens", "input_tokens": count}
+        headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(scope.rate)
+        await send_response(send, 200, orjson.dumps(answer), headers)
+        return 200
+
+    return await guarded(request, send, FMT, handle)

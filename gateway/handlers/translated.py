@@ -1,0 +1,89 @@
+"""What the two translated APIs (Chat Completions and Responses) share in their handlers:
+model capabilities for the translators, the model name check, image URL inlining, the body per
+deployment and upstream error events."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from django.conf import settings
+
+from catalog.snapshot import ModelInfo, Route
+from gateway.errors import GatewayError
+from gateway.protocols.openai.types import ImageRef, InvalidRequest, ModelCaps
+
+if TYPE_CHECKING:
+    from gateway.images import ImageFetcher
+
+_fetcher: ImageFetcher | None = None
+
+
+def image_fetcher() -> ImageFetcher:
+    """One per process, created (and httpx/httpcore imported) on the first image URL: most
+    gateway processes never download an image and should not carry the client in memory."""
+    global _fetcher
+    if _fetcher is None:
+        from gateway.images import ImageFetcher, ImageFetchPolicy
+
+        _fetcher = ImageFetcher(ImageFetchPolicy(allow_loopback=settings.EZAT_IMAGE_ALLOW_LOOPBACK))
+    return _fetcher
+
+
+def caps(model: ModelInfo) -> ModelCaps:
+    return ModelCaps(
+        canonical_id=model.id,
+        sampling=model.sampling,
+        prompt_caching=model.prompt_caching,
+        vision=model.vision,
+        pdf=model.pdf,
+        tools=model.tools,
+        structured_outputs=model.structured_outputs,
+        reasoning_efforts=model.reasoning_efforts,
+        max_output_tokens=model.max_output_tokens,
+    )
+
+
+def model_name(body: object) -> str:
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the request body must be a JSON object")
+    name = body.get("model")
+    if not isinstance(name, str) or not name.strip() or len(name) > 128:
+        raise GatewayError(400, "model: required, a string of 1 to 128 characters", param="model")
+    return name
+
+
+def invalid(exc: InvalidRequest) -> GatewayError:
+    return GatewayError(exc.status, exc.message, param=exc.param, code=exc.code)
+
+
+async def inline_images(images: list[ImageRef]) -> int:
+    """Download image URLs (SSRF-safe) into their blocks; returns the base64 bytes added."""
+    if not images:
+        return 0
+    from gateway.images import ImageFetchError
+
+    try:
+        fetched = await image_fetcher().fetch_all([(ref.param, ref.url) for ref in images])
+    except ImageFetchError as exc:
+        raise GatewayError(400, f"{exc.param}: {exc}", param=exc.param) from None
+    added = 0
+    for ref, image in zip(images, fetched, strict=True):
+        ref.block["source"] = {
+            "type": "base64",
+            "media_type": image.media_type,
+            "data": image.data_b64,
+        }
+        added += len(image.data_b64)
+    return added
+
+
+def upstream_body(body: dict[str, Any], route: Route) -> bytes:
+    body["model"] = route.upstream_model_id
+    return orjson.dumps(body)
+
+
+def error_from_event(data: dict[str, Any]) -> GatewayError:
+    error = data.get("error") or {}
+    status = 529 if error.get("type") == "overloaded_error" else 500
+    return GatewayError(status, str(error.get("message") or "upstream error"))

@@ -1,0 +1,383 @@
+"""Anthropic Messages stream events -> OpenAI Responses SSE events (`event:` + `data:`).
+
+The order follows real OpenAI recordings (platforms-and-responses.md §4.4): `response.created`,
+`response.in_progress`, then per output item `output_item.added`, its parts and deltas, their
+`.done` events and `output_item.done`; the stream ends with `response.completed` (or
+`.incomplete`) carrying the whole output and usage, or `error` + `response.failed`. Every event
+has a `sequence_number` (0, 1, 2, ...). openai-python's `responses.stream()` needs
+`response.created` first, `content_part.added` before text deltas and the full output in
+`response.completed` (§4.6); keep-alives are SSE comments, which every client skips.
+
+Hot path: one `feed` per upstream event. Delta events are built from per-item prefixes rendered
+once, so a delta costs one small dumps of its text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import orjson
+
+from .outbound import (
+    client_output,
+    function_call_item,
+    item_id,
+    message_item,
+    reasoning_item,
+    response_object,
+    responses_usage,
+    status_of,
+)
+from .types import Seal
+
+__all__ = ["ResponsesStreamTranslator"]
+
+
+class _Item:
+    """One output item being streamed."""
+
+    __slots__ = ("block", "delta_prefix", "id", "index", "kind", "opened", "pieces")
+
+    def __init__(self, kind: str, item: str, index: int, block: dict[str, Any]) -> None:
+        self.kind = kind
+        self.id = item
+        self.index = index
+        self.block = block  # thinking: {type, thinking pieces joined at stop, signature}
+        self.pieces: list[str] = []  # text, thinking or argument fragments
+        self.opened = False  # a reasoning summary part was opened
+        self.delta_prefix = b""
+
+
+class ResponsesStreamTranslator:
+    PING: ClassVar[bytes] = b": ping\n\n"
+
+    __slots__ = (
+        "_blocks",
+        "_created_at",
+        "_echo",
+        "_include_encrypted",
+        "_model_name",
+        "_request_id",
+        "_seal",
+        "_seq",
+        "_summary",
+        "finished",
+        "items",
+        "output_chars",
+        "started",
+        "stop_reason",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        model_name: str,
+        created_at: int,
+        echo: dict[str, Any],
+        seal: Seal | None,
+        summary: bool,
+        include_encrypted: bool,
+    ) -> None:
+        self._request_id = request_id
+        self._model_name = model_name
+        self._created_at = created_at
+        self._echo = echo
+        self._seal = seal
+        self._summary = summary
+        self._include_encrypted = include_encrypted
+        self._seq = 0
+        self._blocks: dict[int, _Item] = {}  # Anthropic block index -> item
+        self.items: list[dict[str, Any]] = []  # finished output items (reasoning sealed)
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.started = False
+        self.finished = False
+        self.output_chars = 0
+
+    # -- framing ------------------------------------------------------------------------------
+
+    def _event(self, kind: str, payload: dict[str, Any]) -> bytes:
+        seq = self._seq
+        self._seq += 1
+        data = orjson.dumps({"type": kind, "sequence_number": seq, **payload})
+        return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+
+    def _delta(self, item: _Item, delta: str) -> bytes:
+        seq = self._seq
+        self._seq += 1
+        return item.delta_prefix + str(seq).encode() + b',"delta":' + orjson.dumps(delta) + b"}\n\n"
+
+    def _response(self, status: str, **extra: Any) -> dict[str, Any]:
+        return response_object(
+            request_id=self._request_id,
+            created_at=self._created_at,
+            model_name=self._model_name,
+            echo=self._echo,
+            status=status,
+            output=extra.pop("output", []),
+            usage=extra.pop("usage", None),
+            **extra,
+        )
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def feed(self, event: dict[str, Any]) -> bytes:
+        """Translate one parsed upstream event into zero or more complete SSE events."""
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            return self._on_delta(event)
+        if kind == "content_block_start":
+            return self._begin() + self._on_start(event)
+        if kind == "content_block_stop":
+            return self._on_stop(event)
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict):
+                self._merge_usage(message.get("usage"))
+            return self._begin()
+        if kind == "message_delta":
+            self._merge_usage(event.get("usage"))
+            delta = event.get("delta")
+            stop_reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+            if isinstance(stop_reason, str):
+                self.stop_reason = stop_reason
+            return b""
+        if kind == "message_stop":
+            self.finished = True
+        return b""  # ping, error (the handler reports it) and event types added later
+
+    def final_event(self) -> bytes:
+        """`response.completed` (or `.incomplete`) with the whole output and usage; sent after
+        the usage record is written."""
+        out = self._begin()
+        status, incomplete = status_of(self.stop_reason)
+        response = self._response(
+            status,
+            output=client_output(self.items, self._include_encrypted),
+            usage=responses_usage(self.usage),
+            incomplete_details=incomplete,
+        )
+        kind = "response.completed" if status == "completed" else "response.incomplete"
+        return out + self._event(kind, {"response": response})
+
+    def failure(self, message: str, code: str | None) -> bytes:
+        """A failure after the stream started: `error`, then `response.failed`."""
+        out = self._begin()
+        out += self._event("error", {"code": code, "message": message, "param": None})
+        response = self._response(
+            "failed",
+            output=client_output(self.items, self._include_encrypted),
+            error={"code": code or "server_error", "message": message},
+        )
+        return out + self._event("response.failed", {"response": response})
+
+    def response_snapshot(self, status: str) -> dict[str, Any]:
+        """The response object with the output so far (what a stored response keeps)."""
+        kind, incomplete = status_of(self.stop_reason)
+        return self._response(
+            status or kind,
+            output=client_output(self.items, self._include_encrypted),
+            usage=responses_usage(self.usage),
+            incomplete_details=incomplete,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _begin(self) -> bytes:
+        if self.started:
+            return b""
+        self.started = True
+        response = self._response("in_progress")
+        return self._event("response.created", {"response": response}) + self._event(
+            "response.in_progress", {"response": response}
+        )
+
+    def _item(self, event: dict[str, Any]) -> _Item | None:
+        index = event.get("index")
+        return self._blocks.get(index) if type(index) is int else None
+
+    def _added(self, item: _Item, payload: dict[str, Any]) -> bytes:
+        return self._event(
+            "response.output_item.added", {"output_index": item.index, "item": payload}
+        )
+
+    def _on_start(self, event: dict[str, Any]) -> bytes:
+        block = event.get("content_block")
+        index = event.get("index")
+        if not isinstance(block, dict) or type(index) is not int:
+            return b""
+        kind = block.get("type")
+        position = len(self.items) + sum(1 for i in self._blocks.values() if i.index >= 0)
+        if kind in ("thinking", "redacted_thinking"):
+            item = _Item(
+                "reasoning", item_id("reasoning", self._request_id, position), position, {}
+            )
+            item.block = dict(block)
+            text = block.get("thinking")
+            if isinstance(text, str) and text:
+                item.pieces.append(text)
+            self._blocks[index] = item
+            payload = reasoning_item({"type": "redacted_thinking"}, item.id, None, False)
+            payload["status"] = "in_progress"
+            return self._added(item, payload)
+        if kind == "text":
+            item = _Item("message", item_id("message", self._request_id, position), position, {})
+            item.delta_prefix = (
+                b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                b'"item_id":"'
+                + item.id.encode()
+                + b'","output_index":'
+                + str(position).encode()
+                + b',"content_index":0,"logprobs":[],"sequence_number":'
+            )
+            self._blocks[index] = item
+            payload = message_item(item.id, "", "in_progress")
+            payload["content"] = []
+            out = self._added(item, payload)
+            out += self._event(
+                "response.content_part.added",
+                {
+                    "item_id": item.id,
+                    "output_index": position,
+                    "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+                },
+            )
+            text = block.get("text")
+            if isinstance(text, str) and text:
+                item.pieces.append(text)
+                self.output_chars += len(text)
+                out += self._delta(item, text)
+            return out
+        if kind == "tool_use":
+            fc = item_id("function_call", self._request_id, position)
+            item = _Item("function_call", fc, position, dict(block))
+            item.delta_prefix = (
+                b"event: response.function_call_arguments.delta\ndata: "
+                b'{"type":"response.function_call_arguments.delta","item_id":"'
+                + fc.encode()
+                + b'","output_index":'
+                + str(position).encode()
+                + b',"sequence_number":'
+            )
+            self._blocks[index] = item
+            payload = function_call_item(
+                fc, str(block.get("id") or ""), str(block.get("name") or ""), "", "in_progress"
+            )
+            payload["arguments"] = ""
+            return self._added(item, payload)
+        return b""  # server tool blocks and later block types have no Responses item here
+
+    def _on_delta(self, event: dict[str, Any]) -> bytes:
+        item = self._item(event)
+        delta = event.get("delta")
+        if item is None or not isinstance(delta, dict):
+            return b""
+        kind = delta.get("type")
+        if kind == "text_delta" and item.kind == "message":
+            text = delta.get("text")
+            if not isinstance(text, str) or not text:
+                return b""
+            item.pieces.append(text)
+            self.output_chars += len(text)
+            return self._delta(item, text)
+        if kind == "input_json_delta" and item.kind == "function_call":
+            fragment = delta.get("partial_json")
+            if not isinstance(fragment, str) or not fragment:
+                return b""  # Anthropic's first fragment is often ""
+            item.pieces.append(fragment)
+            self.output_chars += len(fragment)
+            return self._delta(item, fragment)
+        if kind == "thinking_delta" and item.kind == "reasoning":
+            text = delta.get("thinking")
+            if not isinstance(text, str) or not text:
+                return b""
+            item.pieces.append(text)
+            self.output_chars += len(text)
+            if not self._summary:
+                return b""
+            out = b""
+            if not item.opened:
+                item.opened = True
+                out = self._event(
+                    "response.reasoning_summary_part.added",
+                    {
+                        "item_id": item.id,
+                        "output_index": item.index,
+                        "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""},
+                    },
+                )
+            return out + self._event(
+                "response.reasoning_summary_text.delta",
+                {"item_id": item.id, "output_index": item.index, "summary_index": 0, "delta": text},
+            )
+        if kind == "signature_delta" and item.kind == "reasoning":
+            signature = delta.get("signature")
+            if isinstance(signature, str):
+                item.block["signature"] = signature  # replaces: it signs the whole block
+        return b""
+
+    def _on_stop(self, event: dict[str, Any]) -> bytes:
+        item = self._item(event)
+        if item is None or item.index < 0:
+            return b""
+        position = item.index
+        done: dict[str, Any]
+        out = b""
+        common = {"item_id": item.id, "output_index": item.index}
+        if item.kind == "message":
+            text = "".join(item.pieces)
+            part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            out += self._event(
+                "response.output_text.done",
+                {**common, "content_index": 0, "text": text, "logprobs": []},
+            )
+            out += self._event(
+                "response.content_part.done", {**common, "content_index": 0, "part": part}
+            )
+            done = message_item(item.id, text)
+        elif item.kind == "function_call":
+            arguments = "".join(item.pieces)
+            if not arguments:
+                # Input given whole in content_block_start (proxies), or an argument-less call.
+                tool_input = item.block.get("input")
+                arguments = orjson.dumps(tool_input if tool_input else {}).decode()
+                out += self._delta(item, arguments)
+            name = str(item.block.get("name") or "")
+            out += self._event(
+                "response.function_call_arguments.done",
+                {**common, "arguments": arguments, "name": name},
+            )
+            done = function_call_item(item.id, str(item.block.get("id") or ""), name, arguments)
+        else:
+            block = item.block
+            if block.get("type") == "thinking":
+                block["thinking"] = "".join(item.pieces)
+            done = reasoning_item(block, item.id, self._seal, self._summary)
+            if item.opened:
+                text = block.get("thinking") or ""
+                out += self._event(
+                    "response.reasoning_summary_text.done",
+                    {**common, "summary_index": 0, "text": text},
+                )
+                out += self._event(
+                    "response.reasoning_summary_part.done",
+                    {**common, "summary_index": 0, "part": {"type": "summary_text", "text": text}},
+                )
+        self.items.append(done)
+        item.index = -1  # finished: no longer counted as open
+        shown = client_output([done], self._include_encrypted)[0]
+        return out + self._event(
+            "response.output_item.done", {"output_index": position, "item": shown}
+        )
+
+    def _merge_usage(self, usage: object) -> None:
+        """Anthropic usage counters are cumulative: later values overwrite earlier ones."""
+        if not isinstance(usage, dict):
+            return
+        for key, value in usage.items():
+            if value is not None:
+                self.usage[key] = value

@@ -1,0 +1,63 @@
+"""Types shared by the Responses API translators (inbound, outbound, stream)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.protocols.openai.types import ImageRef
+
+# (blob, param) -> the thinking block sealed in it; raises InvalidRequest naming `param`.
+Unseal = Callable[[str, str], dict[str, Any]]
+# thinking block -> the opaque `encrypted_content` a stateless client carries.
+Seal = Callable[[dict[str, Any]], str]
+
+# Built-in (hosted) tools of the Responses API. None runs here: each is refused by name.
+# Source: openai-python v3.3.1 `types/responses/tool_param.py` (platforms-and-responses.md §4.1).
+BUILT_IN_TOOLS = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_2025_08_26",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "code_interpreter",
+        "computer",
+        "computer_use_preview",
+        "computer_use",
+        "image_generation",
+        "mcp",
+        "local_shell",
+        "shell",
+        "apply_patch",
+        "custom",
+        "tool_search",
+        "namespace",
+    }
+)
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+
+@dataclass(slots=True)
+class TranslatedResponsesRequest:
+    """One Responses request as a Messages body, plus what the answer must echo or keep."""
+
+    body: dict[str, Any]  # Anthropic Messages body without "model"
+    stream: bool
+    store: bool
+    include_encrypted: bool  # include: ["reasoning.encrypted_content"]
+    summary: bool  # reasoning.summary asked for: thinking text is returned as summary_text
+    session_hint: str | None
+    reasoning_effort: str | None  # effective level (x-ezat-reasoning-effort), None if not sent
+    thinking: bool
+    # The response object's request-echo fields (instructions, tools, text, reasoning, ...).
+    echo: dict[str, Any]
+    # The conversation so far as Responses input items (previous response's context, then this
+    # request's input with item references resolved): what a stored response keeps.
+    items: list[dict[str, Any]]
+    images: list[ImageRef] = field(default_factory=list)
+    # Assistant tool_use turns that carried no reasoning: with thinking on, the gateway turns
+    # thinking off for this request rather than let the upstream refuse it.
+    tool_turn_without_thinking: bool = False
