@@ -4,6 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
+bash scripts/install_test_clients.sh || exit 1
 if [ ! -x /usr/bin/chromium ]; then
     echo "==> installing Debian's chromium for the browser tests"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -39,7 +39,9 @@ _SUMMARIES = ("auto", "concise", "detailed")
 
 
 def references(body: Mapping[str, Any]) -> list[str]:
-    """The ids of `item_reference` input items (and items given by id only) to look up."""
+    """The ids of stored items this request refers to: `item_reference` items, and reasoning
+    items sent back by id without their `encrypted_content` (the Agents SDK with the default
+    `store: true`), which OpenAI also resolves from its store."""
     raw = body.get("input")
     if not isinstance(raw, list):
         return []
@@ -47,8 +49,11 @@ def references(body: Mapping[str, Any]) -> list[str]:
         item["id"]
         for item in raw
         if isinstance(item, dict)
-        and item.get("type") == "item_reference"
         and isinstance(item.get("id"), str)
+        and (
+            item.get("type") == "item_reference"
+            or (item.get("type") == "reasoning" and item.get("encrypted_content") is None)
+        )
     ]
 
 
@@ -271,6 +276,14 @@ def _input_items(
                     status=404,
                 )
             out.append((param, found))
+        elif (
+            isinstance(item, dict)
+            and item.get("type") == "reasoning"
+            and item.get("encrypted_content") is None
+            and isinstance(item.get("id"), str)
+            and item["id"] in referenced
+        ):
+            out.append((param, referenced[item["id"]]))  # its stored, sealed copy
         else:
             out.append((param, item))
     return out
