@@ -61,6 +61,15 @@ _WORDS = (
 # delta carries non-empty content (the role-only first chunk has `"content":""`).
 _ANTHROPIC_FIRST = re.compile(rb"event: content_block_delta")
 _OPENAI_FIRST = re.compile(rb'"(?:content|reasoning_content)":"[^"]')
+# Responses API: the first text delta event (response.created/in_progress carry no content).
+_RESPONSES_FIRST = re.compile(rb"event: response\.output_text\.delta")
+_FIRST = {"anthropic": _ANTHROPIC_FIRST, "openai": _OPENAI_FIRST, "responses": _RESPONSES_FIRST}
+# The end of a stream; a Responses stream cut at max_output_tokens ends with response.incomplete.
+_END = {
+    "anthropic": (b"event: message_stop",),
+    "openai": (b"[DONE]",),
+    "responses": (b"event: response.completed", b"event: response.incomplete"),
+}
 _TAIL = 64  # bytes kept across body chunks so a marker split between reads is still found
 
 
@@ -83,7 +92,9 @@ class Target:
     host: str
     port: int
     path: str
-    api: str  # "anthropic" (x-api-key, Messages events) or "openai" (Bearer, chunks + [DONE])
+    # "anthropic" (x-api-key, Messages events), "openai" (Bearer, chunks + [DONE]) or
+    # "responses" (Bearer, Responses events ending with response.completed)
+    api: str
     key: str = ""
 
     @classmethod
@@ -97,15 +108,25 @@ class Target:
 def build_request(
     target: Target, *, stream: bool, prompt_tokens: int, max_tokens: int = 64
 ) -> bytes:
-    body = orjson.dumps(
-        {
+    if target.api == "responses":
+        # store: false, as stateless clients (Codex, the Agents SDK with encrypted reasoning)
+        # send it: the comparison with chat completions is the translation, not the storage.
+        payload = {
+            "model": MODEL,
+            "max_output_tokens": max_tokens,
+            "input": prompt_text(prompt_tokens),
+            "stream": stream,
+            "store": False,
+        }
+    else:
+        payload = {
             "model": MODEL,
             "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": prompt_text(prompt_tokens)}],
             "stream": stream,
         }
-    )
-    if target.api == "openai":
+    body = orjson.dumps(payload)
+    if target.api in ("openai", "responses"):
         auth = f"authorization: Bearer {target.key}\r\n"
     else:
         auth = f"x-api-key: {target.key}\r\nanthropic-version: 2023-06-01\r\n"
@@ -130,8 +151,8 @@ class _Client(asyncio.Protocol):
 
     def __init__(self, stream: bool, api: str) -> None:
         self.stream = stream
-        self.first_re = _OPENAI_FIRST if api == "openai" else _ANTHROPIC_FIRST
-        self.end_marker = b"[DONE]" if api == "openai" else b"event: message_stop"
+        self.first_re = _FIRST[api]
+        self.end_markers = _END[api]
         self.parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.done: asyncio.Future[Outcome] | None = None
@@ -186,7 +207,7 @@ class _Client(asyncio.Protocol):
         window = self.tail + body
         if self.ttft is None and self.first_re.search(window):
             self.ttft = time.perf_counter() - self.started
-        if not self.ended and self.end_marker in window:
+        if not self.ended and any(marker in window for marker in self.end_markers):
             self.ended = True
         if not self.stream_error and b"event: error" in window:
             self.stream_error = True
@@ -468,7 +489,7 @@ def install_fast_loop() -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="EZAT bench load generator (loopback only)")
     parser.add_argument("--url", required=True)
-    parser.add_argument("--api", choices=("anthropic", "openai"), default="anthropic")
+    parser.add_argument("--api", choices=("anthropic", "openai", "responses"), default="anthropic")
     parser.add_argument("--key", default="sk-bench")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--concurrency", type=int, default=1)

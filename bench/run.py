@@ -5,7 +5,8 @@
 
 Phases (each bounded in requests and seconds):
 1. upstream alone: `/v1/messages` of the fake upstream, every (stream, concurrency, prompt) cell;
-2. gateway: the same cells through `/v1/messages` and `/openai/v1/chat/completions`;
+2. gateway: the same cells through `/v1/messages`, `/openai/v1/chat/completions` and
+   `/openai/v1/responses` (store: false);
 3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
    streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
    100k-token requests.
@@ -36,7 +37,13 @@ from bench.fake_upstream import raise_nofile_limit
 from bench.procs import UPSTREAM_KEY, BenchError, Meter, Procs, http, memory_kb, pin
 
 QUIET_CPUS = 0.3  # other processes' load (in CPUs) below which a cell counts as undisturbed
-APIS = {"messages": "/v1/messages", "openai": "/openai/v1/chat/completions"}
+APIS = {
+    "messages": "/v1/messages",
+    "openai": "/openai/v1/chat/completions",
+    "responses": "/openai/v1/responses",
+}
+# How the load generator speaks to each API (auth header, first-token and end markers).
+LOADGEN_API = {"messages": "anthropic", "openai": "openai", "responses": "responses"}
 
 
 @dataclass(frozen=True)
@@ -421,9 +428,7 @@ class Runner:
             self.procs.start_gateway, env, args.server, self.server_cpu
         )
         targets = {
-            api: loadgen.Target(
-                "127.0.0.1", port, path, "openai" if api == "openai" else "anthropic", key
-            )
+            api: loadgen.Target("127.0.0.1", port, path, LOADGEN_API[api], key)
             for api, path in APIS.items()
         }
         working = await self.smoke(targets)

@@ -159,8 +159,10 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
 def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     markdown, results = _run_quick(tmp_path, timeout=240)
     keys = _matrix_keys(results, "gateway")
-    assert {k[0] for k in keys} == {"messages", "openai"}
-    assert len(keys) == 2 * len(_matrix_keys(results, "upstream"))
+    assert {k[0] for k in keys} == {"messages", "openai", "responses"}
+    assert len(keys) == 3 * len(_matrix_keys(results, "upstream"))
+    events = {r["api"] for r in results["rows"] if r["section"] == "events"}
+    assert {"openai", "responses"} <= events
     assert "### Gateway vs the upstream alone (same run)" in markdown
     assert any(r["section"] == "memory" for r in results["rows"])
     assert any(r["section"] == "open" and r["target"] == "gateway" for r in results["rows"])
