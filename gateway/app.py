@@ -120,9 +120,12 @@ def _reconcile_once() -> None:
     from django.db import close_old_connections
 
     from billing.reconcile import reconcile_all
+    from gateway.services import purge_expired_responses
 
     close_old_connections()
     reconcile_all(max_batches=50)
+    # No beat either: expired stored responses go here (an indexed delete, usually of nothing).
+    purge_expired_responses(max_batches=5)
 
 
 async def _reconcile_forever() -> None:
