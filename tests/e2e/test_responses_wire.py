@@ -193,3 +193,37 @@ def test_a_wrong_key_is_401_on_every_path(e2e: Stack, method: str, path: str) ->
         method, e2e.url + path, headers={"authorization": f"Bearer {key.secret}"}, timeout=30
     )
     assert known.status_code in (400, 404, 405)
+
+
+def test_keep_alives_during_an_upstream_pause_are_comments(e2e: Stack) -> None:
+    key = e2e.new_key()
+    e2e.sim.script({"pause_after_events": 6, "pause": 2.5})
+    raw = stream_raw(e2e, key, {"model": SONNET, "input": "Tell me a long answer"})
+    assert ": ping" in raw.lines
+    evs = events(raw)
+    assert evs[-1]["type"] == "response.completed"
+    assert [e["sequence_number"] for e in evs] == list(range(len(evs)))
+
+
+def test_a_cancelled_stream_is_billed_for_what_was_produced(e2e: Stack) -> None:
+    import time
+
+    from openai import OpenAI
+
+    key = e2e.new_key()
+    # Slow enough that the gateway's 3 s drain ends before the upstream's final usage.
+    e2e.sim.script({"event_delay": 0.2})
+    oai = OpenAI(base_url=e2e.url + "/openai/v1", api_key=key.secret, max_retries=0)
+    stream = oai.responses.create(model=SONNET, input="Tell me a long answer", stream=True)
+    for n, _event in enumerate(stream):
+        if n == 6:
+            break
+    stream.close()
+    deadline = time.monotonic() + 15
+    while not (records := e2e.usage(org_id=key.org_id)):
+        assert time.monotonic() < deadline, "no usage record after the client closed"
+        time.sleep(0.2)
+    (record,) = records
+    assert record.api == "responses" and record.status == "client_disconnected"
+    assert record.output_exact is False
+    assert record.output_tokens > 0 and record.cost_nano > 0
