@@ -107,7 +107,7 @@ class ResponsesStreamTranslator:
     def _delta(self, item: _Item, delta: str) -> bytes:
         seq = self._seq
         self._seq += 1
-        return item.delta_prefix + str(seq).encode() + b',"delta":' + orjson.dumps(delta) + b"}\n\n"
+        return b'%b%d,"delta":%b}\n\n' % (item.delta_prefix, seq, orjson.dumps(delta))
 
     def _response(self, status: str, **extra: Any) -> dict[str, Any]:
         return response_object(
