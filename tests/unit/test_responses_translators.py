@@ -425,3 +425,34 @@ def test_stream_failure_is_error_then_failed() -> None:
         "param": None,
     }
     assert events[3]["response"]["error"] == {"code": "server_error", "message": "boom"}
+
+
+def test_automatic_cache_breakpoints_and_session_hint_as_on_chat() -> None:
+    from dataclasses import replace
+
+    caps = replace(CAPS, prompt_caching=True)
+    body = {"model": "m", "instructions": "sys", "input": "hi", "prompt_cache_key": "conv-42"}
+    tr = translate_request(body, caps)
+    assert tr.session_hint == "conv-42"
+    assert tr.body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert tr.body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    off = translate_request(body, caps, auto_cache=False)
+    assert "cache_control" not in orjson.dumps(off.body).decode()
+
+
+def test_stored_history_is_trusted_and_a_foreign_sealed_block_is_dropped() -> None:
+    history = [
+        {"type": "message", "role": "user", "content": "w?"},
+        {"type": "reasoning", "id": "rs_r_0", "summary": [], "encrypted_content": "other-model"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+    ]
+    new = [{"type": "function_call_output", "call_id": "c1", "output": "9"}]
+    tr = translate_request(
+        {"model": "m", "input": new, "reasoning": {"effort": "high"}},
+        CAPS,
+        history=history,
+        unseal=fake_unseal,
+    )
+    assert tr.body["messages"][1]["content"][0]["type"] == "tool_use"
+    assert tr.tool_turn_without_thinking  # the handler then turns thinking off for this turn
+    assert tr.items == [*history, *new]
