@@ -227,3 +227,14 @@ def test_a_cancelled_stream_is_billed_for_what_was_produced(e2e: Stack) -> None:
     assert record.api == "responses" and record.status == "client_disconnected"
     assert record.output_exact is False
     assert record.output_tokens > 0 and record.cost_nano > 0
+
+
+def test_reasoning_effort_nearest_level_in_the_header(e2e: Stack) -> None:
+    key = e2e.new_key()
+    opus_46 = "anthropic/claude-opus-4-6"  # levels low, medium, high, max: no xhigh
+    response = post(e2e, key, {"model": opus_46, "input": "x", "reasoning": {"effort": "xhigh"}})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-ezat-reasoning-effort"] == "high"
+    sent = upstream_records(e2e)[-1]["body"]
+    assert sent["output_config"]["effort"] == "high"
+    assert sent["thinking"] == {"type": "adaptive", "display": "omitted"}
