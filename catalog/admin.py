@@ -83,6 +83,10 @@ class CatalogModelAdmin(admin.ModelAdmin):
                 )
             },
         ),
+        (
+            "Media (worst case per image and PDF page, for admission holds)",
+            {"fields": ("image_max_tokens", "pdf_page_max_tokens", "pdf_max_pages")},
+        ),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
 

@@ -34,6 +34,17 @@ class Model(models.Model):
     price_cache_read = models.DecimalField(**PRICE_FIELD)
     price_cache_write_5m = models.DecimalField(**PRICE_FIELD)
     price_cache_write_1h = models.DecimalField(**PRICE_FIELD)
+    # Worst-case media costs (catalog/media.py cites the documentation). Defaults: the largest
+    # documented figures, so a model added by hand is never held too low.
+    image_max_tokens = models.PositiveIntegerField(
+        default=4784, help_text="Tokens of one image at the model's maximal native resolution."
+    )
+    pdf_page_max_tokens = models.PositiveIntegerField(
+        default=7784, help_text="Tokens of one PDF page at most: its image plus its text."
+    )
+    pdf_max_pages = models.PositiveIntegerField(
+        default=600, help_text="PDF pages one request may carry (the provider refuses more)."
+    )
     sort_order = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -24,6 +24,8 @@ def public_model(m: ModelInfo) -> dict[str, Any]:
         "maxOutputTokens": m.max_output_tokens,
         "contextWindow": m.context_window,
         "pricing": m.prices.as_usd_strings(),
+        # Worst-case tokens per image and PDF page: what an admission hold counts for media.
+        "media": m.media.as_public(),
     }
 
 

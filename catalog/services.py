@@ -23,6 +23,11 @@ _CAPABILITY_FIELDS = {
     "tools": "tools",
     "structuredOutputs": "structured_outputs",
 }
+_MEDIA_FIELDS = {
+    "imageMaxTokens": "image_max_tokens",
+    "pdfPageMaxTokens": "pdf_page_max_tokens",
+    "pdfMaxPages": "pdf_max_pages",
+}
 _PRICE_FIELDS = {
     "input": "price_input",
     "output": "price_output",
@@ -68,6 +73,13 @@ def _model_fields(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
         fields[field] = bool(caps[key])
     for key, field in _PRICE_FIELDS.items():
         fields[field] = _price(entry_id, key, entry["pricing"][key])
+    media = entry.get("media")
+    if media is not None:
+        for key, field in _MEDIA_FIELDS.items():
+            value = media[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CatalogDataError(f"{entry_id}: media.{key} must be a positive integer")
+            fields[field] = value
     return fields
 
 

@@ -18,6 +18,7 @@ from django.db import close_old_connections
 
 from billing.pricing import Prices
 from catalog.crypto import ProviderKeyDecryptionError
+from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class ModelInfo:
     prices: Prices
     routes: tuple[Route, ...]
     created_at: str
+    media: MediaFigures = CONSERVATIVE_FIGURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,7 @@ def build_snapshot() -> CatalogSnapshot:
             ),
             routes=tuple(sorted(routes, key=lambda r: r.deployment.id)),
             created_at=m.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            media=MediaFigures(m.image_max_tokens, m.pdf_page_max_tokens, m.pdf_max_pages),
         )
         models.append(info)
         by_name[m.id.lower()] = info

@@ -87,7 +87,12 @@ def test_api_models_shape_and_decimal_prices() -> None:
         "maxOutputTokens",
         "contextWindow",
         "pricing",
+        "media",
     }
+    # Worst-case media tokens from the vision and PDF pages of Anthropic's documentation.
+    assert sonnet["media"] == {"imageMaxTokens": 4784, "pdfPageMaxTokens": 7784, "pdfMaxPages": 600}
+    haiku = next(m for m in data if m["id"] == "anthropic/claude-haiku-4-5")
+    assert haiku["media"] == {"imageMaxTokens": 1568, "pdfPageMaxTokens": 4568, "pdfMaxPages": 100}
     assert set(sonnet["capabilities"]) == {
         "sampling",
         "promptCaching",
