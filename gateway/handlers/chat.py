@@ -69,7 +69,8 @@ FMT = OPENAI
 async def _prepare(
     request: ApiRequest, body: dict[str, Any], model: ModelInfo, org_id: int
 ) -> tuple[TranslatedRequest, int]:
-    """Translate, restore thinking blocks, inline image URLs; also returns the image bytes."""
+    """Translate, restore thinking blocks, inline image URLs; also returns the worst-case input
+    tokens (text by size, media by its pixels and pages)."""
     auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
     try:
         tr = translate_request(body, caps(model), auto_cache=auto_cache)
@@ -81,7 +82,8 @@ async def _prepare(
             # The signed blocks are gone (expired, other process without Redis): the upstream
             # would refuse the turn, so this one request runs without thinking instead.
             disable_thinking(tr.body)
-    return tr, await inline_images(tr.images)
+    await inline_images(tr.images, model, tr.media)
+    return tr, input_estimate(len(request.body), tr.media, model)
 
 
 async def create_chat_completion(request: ApiRequest, send: Send) -> int:
@@ -91,7 +93,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
         name = model_name(body)
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), name, FMT)
-        tr, image_bytes = await _prepare(request, body, model, key.org_id)
+        tr, estimate = await _prepare(request, body, model, key.org_id)
         raw_upstream_hint = orjson.dumps(tr.body) if tr.tool_call_ids_needing_thinking else b""
         exchange = Exchange(
             api="chat",
@@ -106,7 +108,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
         )
         await scope.admit(
             exchange,
-            input_estimate=input_estimate(len(request.body) + image_bytes),
+            input_estimate=estimate,
             max_tokens=tr.body["max_tokens"],
         )
         extra = FMT.rate_headers(scope.rate)

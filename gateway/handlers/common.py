@@ -19,6 +19,7 @@ from gateway.errors import GatewayError, anthropic_body, openai_body, openai_sta
 from gateway.exchange import Exchange
 from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
 from gateway.protocols.anthropic.validation import unknown_model
+from gateway.protocols.media import InvalidMedia, MediaTally
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,10 @@ def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo
     return model
 
 
+def invalid_media(exc: InvalidMedia) -> GatewayError:
+    return GatewayError(400, exc.message, param=exc.param)
+
+
 def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.RateInfo | None]:
     if isinstance(exc, limits.RateLimited):
         return (
@@ -164,9 +169,15 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
     )
 
 
-def input_estimate(raw_len: int) -> int:
-    """An upper bound on input tokens from the body size (a token is rarely under 3 bytes)."""
-    return raw_len // 3 + 1
+def input_estimate(
+    raw_len: int, media: MediaTally | None = None, model: ModelInfo | None = None
+) -> int:
+    """An upper bound on input tokens: the text from the body size (a token is rarely under 3
+    bytes), plus each image's and PDF page's worst case. Base64 media is billed by its pixels and
+    pages, not its bytes, so its characters do not count as text as well."""
+    if media is None or model is None:
+        return raw_len // 3 + 1
+    return (raw_len - media.payload_chars) // 3 + 1 + media.tokens(model.media)
 
 
 class RequestScope:

@@ -25,6 +25,7 @@ from gateway.handlers.common import (
     authenticate,
     guarded,
     input_estimate,
+    invalid_media,
     read_json,
     resolve_model,
     snapshot,
@@ -39,8 +40,10 @@ from gateway.http import (
     send_response,
 )
 from gateway.protocols.anthropic import validation
+from gateway.protocols.anthropic.media import tally_messages
 from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
+from gateway.protocols.media import InvalidMedia
 from gateway.routing import has_thinking_signatures, session_key
 
 FMT = ANTHROPIC
@@ -54,6 +57,10 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         assert isinstance(body, dict) and checked.max_tokens is not None
         model = resolve_model(await snapshot(), checked.model, FMT)
         validation.check_max_tokens(checked.max_tokens, model.id, model.max_output_tokens)
+        try:
+            media = tally_messages(body, model.media)
+        except InvalidMedia as exc:
+            raise invalid_media(exc) from None
         stripped = not model.prompt_caching and validation.strip_cache_control(body)
         output_config = body.get("output_config")
         effort = output_config.get("effort") if isinstance(output_config, dict) else None
@@ -70,7 +77,7 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         )
         await scope.admit(
             exchange,
-            input_estimate=input_estimate(len(request.body)),
+            input_estimate=input_estimate(len(request.body), media, model),
             max_tokens=checked.max_tokens,
         )
         beta = request.headers.get("anthropic-beta")
@@ -200,6 +207,10 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         checked = validation.check_body(body, count_tokens=True)
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), checked.model, FMT)
+        try:
+            tally_messages(body, model.media)  # the same base64 checks as a billed request
+        except InvalidMedia as exc:
+            raise invalid_media(exc) from None
         body.pop("max_tokens", None)
         body.pop("stream", None)
         if not model.prompt_caching:

@@ -73,7 +73,8 @@ PREFIX = "/openai/v1/responses/"
 async def _translate(
     request: ApiRequest, body: dict[str, Any], model: ModelInfo, key: KeyInfo, sealer: Sealer
 ) -> tuple[TranslatedResponsesRequest, int]:
-    """Continue from stored state if asked, translate, inline image URLs."""
+    """Continue from stored state if asked, translate, inline image URLs; also returns the
+    worst-case input tokens (text by size, media by its pixels and pages)."""
     previous = body.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
         raise GatewayError(
@@ -106,7 +107,8 @@ async def _translate(
         # refuse the turn, so this one request runs without thinking instead.
         disable_thinking(tr.body)
         tr.thinking = False
-    return tr, await inline_images(tr.images)
+    await inline_images(tr.images, model, tr.media)
+    return tr, input_estimate(len(request.body), tr.media, model)
 
 
 async def create_response(request: ApiRequest, send: Send) -> int:
@@ -117,7 +119,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), name, FMT)
         sealer = Sealer(key.org_id, model.id)
-        tr, image_bytes = await _translate(request, body, model, key, sealer)
+        tr, estimate = await _translate(request, body, model, key, sealer)
         exchange = Exchange(
             api=API,
             request_id=request.request_id,
@@ -137,7 +139,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         )
         await scope.admit(
             exchange,
-            input_estimate=input_estimate(len(request.body) + image_bytes),
+            input_estimate=estimate,
             max_tokens=tr.body["max_tokens"],
         )
         extra = FMT.rate_headers(scope.rate)

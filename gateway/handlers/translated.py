@@ -11,6 +11,7 @@ from django.conf import settings
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.errors import GatewayError
+from gateway.protocols.media import MediaTally
 from gateway.protocols.openai.types import ImageRef, InvalidRequest, ModelCaps
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def caps(model: ModelInfo) -> ModelCaps:
         structured_outputs=model.structured_outputs,
         reasoning_efforts=model.reasoning_efforts,
         max_output_tokens=model.max_output_tokens,
+        media=model.media,
     )
 
 
@@ -57,25 +59,24 @@ def invalid(exc: InvalidRequest) -> GatewayError:
     return GatewayError(exc.status, exc.message, param=exc.param, code=exc.code)
 
 
-async def inline_images(images: list[ImageRef]) -> int:
-    """Download image URLs (SSRF-safe) into their blocks; returns the base64 bytes added."""
+async def inline_images(images: list[ImageRef], model: ModelInfo, media: MediaTally) -> None:
+    """Download image URLs (SSRF-safe) into their blocks; each one's real size bounds its
+    tokens in `media` (the hold)."""
     if not images:
-        return 0
+        return
     from gateway.images import ImageFetchError
 
     try:
         fetched = await image_fetcher().fetch_all([(ref.param, ref.url) for ref in images])
     except ImageFetchError as exc:
         raise GatewayError(400, f"{exc.param}: {exc}", param=exc.param) from None
-    added = 0
     for ref, image in zip(images, fetched, strict=True):
         ref.block["source"] = {
             "type": "base64",
             "media_type": image.media_type,
             "data": image.data_b64,
         }
-        added += len(image.data_b64)
-    return added
+        media.add_image(model.media, image.size)
 
 
 def upstream_body(body: dict[str, Any], route: Route) -> bytes:

@@ -8,24 +8,12 @@ from collections.abc import AsyncIterable
 from typing import Final
 
 from gateway.images.errors import MESSAGE_NOT_IMAGE, ImageContentError
+from gateway.protocols.media import sniff_media_type
 
 MIB: Final = 1024 * 1024
 KIB: Final = 1024
 # Enough bytes to recognise every supported format (WebP needs 12).
 SNIFF_BYTES: Final = 12
-
-
-def sniff_media_type(head: bytes | bytearray) -> str | None:
-    """image/jpeg, image/png, image/gif or image/webp from the leading bytes, else None."""
-    if head[:3] == b"\xff\xd8\xff":
-        return "image/jpeg"
-    if head[:8] == b"\x89PNG\r\n\x1a\n":
-        return "image/png"
-    if head[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def format_size(limit: int) -> str:

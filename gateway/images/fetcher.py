@@ -32,6 +32,7 @@ from gateway.images.errors import (
 )
 from gateway.images.network import GuardedNetworkBackend, Resolver, system_resolver
 from gateway.images.urls import ImageTarget, parse_image_url, resolve_redirect
+from gateway.protocols.media import HEAD_BYTES, image_size
 
 REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 USER_AGENT: Final = b"EZAT-Router-ImageFetcher/1.0"
@@ -48,6 +49,7 @@ _REQUEST_HEADERS: Final = (
 class FetchedImage:
     media_type: str
     data_b64: str
+    size: tuple[int, int] | None = None  # (width, height) from its header, when readable
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,4 +261,8 @@ class ImageFetcher:
         data, media_type = await read_image_body(
             response.aiter_stream(), max_bytes=policy.max_bytes_per_image, budget=budget
         )
-        return FetchedImage(media_type=media_type, data_b64=base64.b64encode(data).decode("ascii"))
+        return FetchedImage(
+            media_type=media_type,
+            data_b64=base64.b64encode(data).decode("ascii"),
+            size=image_size(data[:HEAD_BYTES]),
+        )

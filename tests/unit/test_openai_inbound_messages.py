@@ -264,8 +264,8 @@ IMAGE_PARTS = [
     ),
     (
         "data-url-upper-case-type",
-        {"url": "DATA:IMAGE/WEBP;BASE64,UklGRg=="},
-        {"type": "base64", "media_type": "image/webp", "data": "UklGRg=="},
+        {"url": "DATA:IMAGE/WEBP;BASE64,UklGRiQAAABXRUJQVlA4IA=="},
+        {"type": "base64", "media_type": "image/webp", "data": "UklGRiQAAABXRUJQVlA4IA=="},
     ),
     (
         "jpeg",
@@ -274,8 +274,8 @@ IMAGE_PARTS = [
     ),
     (
         "gif",
-        {"url": "data:image/gif;base64,R0lG"},
-        {"type": "base64", "media_type": "image/gif", "data": "R0lG"},
+        {"url": "data:image/gif;base64,R0lGODlh"},
+        {"type": "base64", "media_type": "image/gif", "data": "R0lGODlh"},
     ),
 ]
 

@@ -102,6 +102,7 @@ def translate_request(
         thinking=thinking,
         images=conv.images,
         tool_call_ids_needing_thinking=conv.tool_use_ids,
+        media=conv.media,
     )
 
 

@@ -11,6 +11,15 @@ from typing import Any
 
 import orjson
 
+from gateway.protocols.media import (
+    IMAGE_MEDIA_TYPES,
+    PDF_MEDIA_TYPE,
+    InvalidMedia,
+    MediaTally,
+    check_image,
+    check_pdf,
+)
+
 from .types import ImageRef, InvalidRequest, ModelCaps
 
 # Nesting limit for client-supplied free-form JSON (schemas, tool arguments). orjson refuses to
@@ -18,7 +27,6 @@ from .types import ImageRef, InvalidRequest, ModelCaps
 # as a 500 instead of a 400 here.
 MAX_JSON_DEPTH = 100
 
-IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _KNOWN_PART_TYPES = ("text", "image_url", "file", "input_audio", "refusal")
 
@@ -105,7 +113,7 @@ def _check_tool_pairing(turns: list[_Turn]) -> None:
 class Converter:
     """Translation state shared by messages and tools: caps, copied breakpoints, images."""
 
-    __slots__ = ("cache_params", "caps", "images", "keep_cache_control", "tool_use_ids")
+    __slots__ = ("cache_params", "caps", "images", "keep_cache_control", "media", "tool_use_ids")
 
     def __init__(self, caps: ModelCaps) -> None:
         self.caps = caps
@@ -114,6 +122,7 @@ class Converter:
         self.keep_cache_control = caps.prompt_caching
         self.cache_params: list[str] = []  # where the caller put cache_control, in order
         self.images: list[ImageRef] = []
+        self.media = MediaTally()
         self.tool_use_ids: list[str] = []
 
     # -- cache_control ---------------------------------------------------------------------
@@ -293,6 +302,12 @@ class Converter:
                     "use image/jpeg, image/png, image/gif or image/webp",
                     url_param,
                 )
+            try:
+                size = check_image(data, media_type, url_param)
+            except InvalidMedia as exc:
+                raise InvalidRequest(exc.message, exc.param) from None
+            self.media.payload_chars += len(data)
+            self.media.add_image(self.caps.media, size)
             return {
                 "type": "image",
                 "source": {"type": "base64", "media_type": media_type, "data": data},
@@ -331,12 +346,21 @@ class Converter:
                 f"{data_param}: must be a data URL (data:application/pdf;base64,...)", data_param
             )
         media_type, data = parse_data_url(file_data, data_param)
-        if media_type != "application/pdf":
+        if media_type != PDF_MEDIA_TYPE:
             raise InvalidRequest(
                 f"{data_param}: only PDF files (application/pdf) are supported, "
                 f"got {short(media_type)}",
                 data_param,
             )
+        try:
+            pages = check_pdf(data, data_param)
+        except InvalidMedia as exc:
+            raise InvalidRequest(exc.message, exc.param) from None
+        self.media.payload_chars += len(data)
+        if pages is None:
+            self.media.unsized_documents += 1
+        else:
+            self.media.pdf_pages += pages
         return {
             "type": "document",
             "source": {"type": "base64", "media_type": "application/pdf", "data": data},

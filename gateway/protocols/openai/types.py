@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.protocols.media import CONSERVATIVE_FIGURES, MediaFigures, MediaTally
+
 # OpenAI's `reasoning_effort` enum (openai-python v3), lowest to highest. The position of a level
 # in this tuple is what "nearest supported level" is measured against.
 EFFORT_LEVELS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -27,6 +29,7 @@ class ModelCaps:
     structured_outputs: bool
     reasoning_efforts: tuple[str, ...]  # subset of EFFORT_LEVELS, ordered
     max_output_tokens: int
+    media: MediaFigures = CONSERVATIVE_FIGURES  # worst-case image and PDF page tokens
 
 
 class InvalidRequest(Exception):
@@ -78,3 +81,5 @@ class TranslatedRequest:
     thinking: bool
     images: list[ImageRef] = field(default_factory=list)
     tool_call_ids_needing_thinking: list[str] = field(default_factory=list)
+    # Inline media (data URLs) validated and bounded; image URLs are bounded once downloaded.
+    media: MediaTally = field(default_factory=MediaTally)

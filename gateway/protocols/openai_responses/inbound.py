@@ -148,6 +148,7 @@ def translate_request(
         echo=_echo(req, instructions, max_tokens, reasoning, summary, store),
         items=[*(history or ()), *(item for _, item in new_items)],
         images=conv.images,
+        media=conv.media,
         tool_turn_without_thinking=tool_turn_without_thinking,
     )
 

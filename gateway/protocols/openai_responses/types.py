@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.protocols.media import MediaTally
 from gateway.protocols.openai.types import ImageRef
 
 # (blob, param) -> the thinking block sealed in it; raises InvalidRequest naming `param`.
@@ -58,6 +59,8 @@ class TranslatedResponsesRequest:
     # request's input with item references resolved): what a stored response keeps.
     items: list[dict[str, Any]]
     images: list[ImageRef] = field(default_factory=list)
+    # Inline media (data URLs) validated and bounded; image URLs are bounded once downloaded.
+    media: MediaTally = field(default_factory=MediaTally)
     # Assistant tool_use turns that carried no reasoning: with thinking on, the gateway turns
     # thinking off for this request rather than let the upstream refuse it.
     tool_turn_without_thinking: bool = False
