@@ -13,6 +13,7 @@ from aiohttp import web
 from gateway.simulator.cache import InputUsage
 from gateway.simulator.errors import DEFAULT_MESSAGES, error_response, json_response, status_for
 from gateway.simulator.faults import Fault
+from gateway.simulator.media import MediaDownloadFailed, download, url_media, url_sources
 from gateway.simulator.replies import Reply, build_reply, reply_from_override
 from gateway.simulator.sse import error_event, message_events
 from gateway.simulator.state import CONTEXT, STATE, RequestContext
@@ -111,6 +112,9 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
     error = check_create(body) or check_history(body)
     if error:
         return invalid_request(ctx, error)
+    failed = await _download_media(body)
+    if failed:
+        return invalid_request(ctx, failed)
 
     reply = reply_from_override(fault.reply) if fault and fault.reply else build_reply(body)
     inputs = state.cache.account(body["model"], body)
@@ -118,6 +122,18 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
     if body.get("stream"):
         return await _stream(request, ctx, message, fault)
     return await _json(request, ctx, message, fault)
+
+
+async def _download_media(body: Mapping[str, Any]) -> str | None:
+    """Download the request's URL sources (priced by their pixels and pages); an error text."""
+    urls = url_sources(body)
+    if not urls:
+        return None
+    try:
+        url_media.set(await download(urls))
+    except MediaDownloadFailed as exc:
+        return f"Unable to download the file at the given URL: {exc}"
+    return None
 
 
 def _fault_error(fault: Fault) -> tuple[str, str]:
@@ -215,6 +231,9 @@ async def handle_count_tokens(request: web.Request) -> web.StreamResponse:
     error = check_messages(ctx.body)
     if error:
         return invalid_request(ctx, error)
+    failed = await _download_media(ctx.body)
+    if failed:
+        return invalid_request(ctx, failed)
     count = fault.reply.get("input_tokens") if fault and fault.reply else None
     if not isinstance(count, int):
         count = estimate_input_tokens(ctx.body)

@@ -12,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-IMAGE_TOKENS = 1600
-PDF_PAGE_TOKENS = 1500
-# Roughly how many bytes one PDF page takes; only used to turn a size into a page count.
-PDF_BYTES_PER_PAGE = 60_000
+from gateway.simulator.media import document_block_tokens, image_block_tokens
 
 # Keys whose string values are structure rather than prompt text. Skipping `cache_control`
 # matters most: adding a breakpoint must not change a request's token count.
@@ -37,24 +34,18 @@ class Segment:
     cache_control: Mapping[str, Any] | None
 
 
-def _media_tokens(block: Mapping[str, Any]) -> int | None:
-    """Token cost of an image / PDF block, or None if the block is not media."""
+def _media_tokens(block: Mapping[str, Any], model: str) -> int | None:
+    """Token cost of an image / PDF block (by its pixels and pages, simulator/media.py), or
+    None if the block is not media."""
     btype = block.get("type")
     if btype == "image":
-        return IMAGE_TOKENS
+        return image_block_tokens(block, model)
     if btype == "document":
-        source = block.get("source")
-        if isinstance(source, Mapping) and source.get("type") == "base64":
-            data = source.get("data")
-            size = len(data) * 3 // 4 if isinstance(data, str) else 0
-            if source.get("media_type") == "application/pdf":
-                return PDF_PAGE_TOKENS * max(1, -(-size // PDF_BYTES_PER_PAGE))
-        elif isinstance(source, Mapping) and source.get("type") == "url":
-            return PDF_PAGE_TOKENS
+        return document_block_tokens(block)
     return None
 
 
-def measure(obj: Any) -> tuple[int, int]:
+def measure(obj: Any, model: str = "") -> tuple[int, int]:
     """Characters of prompt text and media tokens inside a JSON value (iterative walk)."""
     chars = 0
     media = 0
@@ -64,7 +55,7 @@ def measure(obj: Any) -> tuple[int, int]:
         if isinstance(item, str):
             chars += len(item)
         elif isinstance(item, Mapping):
-            cost = _media_tokens(item)
+            cost = _media_tokens(item, model)
             if cost is not None:
                 # Base64 payloads would dominate a character count; media is priced flat.
                 media += cost
@@ -77,8 +68,8 @@ def measure(obj: Any) -> tuple[int, int]:
     return chars, media
 
 
-def _segment(obj: Any) -> Segment:
-    chars, media = measure(obj)
+def _segment(obj: Any, model: str) -> Segment:
+    chars, media = measure(obj, model)
     cc = obj.get("cache_control") if isinstance(obj, Mapping) else None
     return Segment(obj, chars, media, cc if isinstance(cc, Mapping) else None)
 
@@ -86,15 +77,16 @@ def _segment(obj: Any) -> Segment:
 def split_segments(body: Mapping[str, Any]) -> list[Segment]:
     """Prompt segments in cache-prefix order: tools -> system -> messages."""
     segments: list[Segment] = []
+    model = str(body.get("model") or "")
     tools = body.get("tools")
     if isinstance(tools, list):
-        segments.extend(_segment(tool) for tool in tools)
+        segments.extend(_segment(tool, model) for tool in tools)
     system = body.get("system")
     if isinstance(system, str):
         if system:
-            segments.append(_segment(system))
+            segments.append(_segment(system, model))
     elif isinstance(system, list):
-        segments.extend(_segment(block) for block in system)
+        segments.extend(_segment(block, model) for block in system)
     messages = body.get("messages")
     if isinstance(messages, list):
         for message in messages:
@@ -102,9 +94,9 @@ def split_segments(body: Mapping[str, Any]) -> list[Segment]:
                 continue
             content = message.get("content")
             if isinstance(content, list):
-                segments.extend(_segment(block) for block in content)
+                segments.extend(_segment(block, model) for block in content)
             elif isinstance(content, str):
-                segments.append(_segment(content))
+                segments.append(_segment(content, model))
     return segments
 
 

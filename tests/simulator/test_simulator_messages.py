@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from gateway.simulator.testing import SimulatorThread
+from tests.media_samples import b64, png
 
 API_KEY = "sk-sim-test"
 MODEL = "claude-sim-1"
@@ -285,7 +286,11 @@ def test_count_tokens_matches_create_usage(client: anthropic.Anthropic) -> None:
                     {"type": "text", "text": "Describe this picture please"},
                     {
                         "type": "image",
-                        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"},
+                        "source": {
+                            "type": "base64",
+                            "media_type": "image/png",
+                            "data": b64(png(1000, 1000)),
+                        },
                     },
                 ],
             }
@@ -294,7 +299,7 @@ def test_count_tokens_matches_create_usage(client: anthropic.Anthropic) -> None:
     counted = client.messages.count_tokens(**kwargs)
     created = client.messages.create(max_tokens=50, **kwargs)
     assert counted.input_tokens == created.usage.input_tokens
-    assert counted.input_tokens > 1600  # the image alone is ~1,600
+    assert counted.input_tokens > 1296  # the image alone is ⌈1000/28⌉² = 1,296
 
 
 def test_count_tokens_validation(sim: SimulatorThread) -> None:

@@ -12,6 +12,7 @@ from gateway.simulator.schema import sample
 from gateway.simulator.sse import chunk_json, chunk_text
 from gateway.simulator.thinking import sign, verify
 from gateway.simulator.tokens import estimate_input_tokens
+from tests.media_samples import b64, pdf, png
 
 
 @pytest.mark.parametrize("text", ["", "a", "ab", "one two", "a b c d e f g h", "x  y   z "])
@@ -123,17 +124,45 @@ def test_fault_parse_errors() -> None:
     assert not Fault.parse({"status": 500}).shapes_stream
 
 
-def test_media_is_priced_flat() -> None:
-    def body(block: dict[str, Any]) -> dict[str, Any]:
-        return {"messages": [{"role": "user", "content": [block]}]}
+@pytest.mark.parametrize(
+    ("model", "size", "tokens"),
+    [
+        # ⌈w/28⌉ × ⌈h/28⌉ (vision page); 1000×1000 fits every model unresized.
+        ("claude-haiku-4-5", (1000, 1000), 36 * 36),
+        ("claude-sonnet-5-5", (1000, 1000), 36 * 36),
+        # Beyond the native resolution: resized (aspect kept) under 1,568 / 4,784 tokens.
+        ("claude-haiku-4-5", (4000, 3000), None),
+        ("claude-opus-4-7", (4000, 3000), None),
+        ("claude-haiku-4-5", (100, 50), 4 * 2),
+    ],
+)
+def test_images_are_priced_by_their_pixels(
+    model: str, size: tuple[int, int], tokens: int | None
+) -> None:
+    def body(data: bytes) -> dict[str, Any]:
+        source = {"type": "base64", "media_type": "image/png", "data": b64(data)}
+        return {
+            "model": model,
+            "messages": [{"role": "user", "content": [{"type": "image", "source": source}]}],
+        }
 
-    image = {
-        "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 10**6},
-    }
-    pdf = {
-        "type": "document",
-        "source": {"type": "base64", "media_type": "application/pdf", "data": "A" * 120_000},
-    }
-    assert estimate_input_tokens(body(image)) == 1600
-    assert estimate_input_tokens(body(pdf)) == 2 * 1500  # 90 kB decoded -> 2 "pages"
+    counted = estimate_input_tokens(body(png(*size)))
+    if tokens is not None:
+        assert counted == tokens
+    else:
+        cap = 4784 if "opus-4-7" in model else 1568
+        assert cap * 0.95 <= counted <= cap
+
+
+def test_pdfs_are_priced_by_their_pages() -> None:
+    def body(data: bytes) -> dict[str, Any]:
+        source = {"type": "base64", "media_type": "application/pdf", "data": b64(data)}
+        return {
+            "model": "claude-haiku-4-5",
+            "messages": [{"role": "user", "content": [{"type": "document", "source": source}]}],
+        }
+
+    one = estimate_input_tokens(body(pdf(1, "x" * 400)))
+    three = estimate_input_tokens(body(pdf(3, "x" * 400)))
+    assert three == 3 * one  # per page: its image plus its text (100 tokens here)
+    assert 1400 < one - 100 <= 1568  # a page image within the standard resolution
