@@ -45,8 +45,7 @@ def pdf(pages: int, text: str = "Hello") -> bytes:
     for i in range(pages):
         stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
         objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R >>"
-            .encode()
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R >>".encode()
         )
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
     out = b"%PDF-1.4\n"

@@ -20,6 +20,7 @@ from gateway.exchange import Exchange
 from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
 from gateway.protocols.anthropic.validation import unknown_model
 from gateway.protocols.media import InvalidMedia, MediaTally
+from gateway.protocols.nesting import nesting_exceeds, nesting_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +95,19 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
 
 
 async def read_json(request: ApiRequest) -> object:
+    """The parsed body of an inference request, within the size and nesting limits."""
     raw = await request.read_body(settings.EZAT_MAX_BODY_BYTES)
     if not raw:
         raise GatewayError(400, "request body is empty; send a JSON object")
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own bound (1,024 levels)
+            raise GatewayError(400, nesting_message("request body")) from None
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
+    if nesting_exceeds(body, raw=raw):
+        raise GatewayError(400, nesting_message("request body"))
+    return body
 
 
 async def snapshot() -> CatalogSnapshot:

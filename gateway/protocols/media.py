@@ -242,6 +242,7 @@ def check_pdf(data: str, param: str) -> int | None:
 _PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9#])")
 _COUNT = re.compile(rb"/Count\s+(\d{1,9})")
 _OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+_FILTER = re.compile(rb"/Filter\s*(?:\[\s*((?:/\w+\s*)*)\]|(/\w+))")
 _LENGTH = re.compile(rb"/Length\s+(\d{1,10})(?!\s+\d+\s+R)")
 # Object streams decompressed to find page objects hidden in them, at most this much per PDF.
 OBJSTM_BUDGET = 8 * 1024 * 1024
@@ -271,8 +272,9 @@ def _object_stream(raw: bytes, at: int, budget: int) -> bytes | None:
     if start_dict < 0 or keyword < 0:
         return None
     header = raw[start_dict:keyword]
-    filters = re.findall(rb"/Filter\s*\[?\s*((?:/\w+\s*)+)", header)
-    if filters and filters[0].split() != [b"/FlateDecode"]:
+    declared = _FILTER.search(header)
+    filters = (declared.group(1) or declared.group(2) or b"").split() if declared else []
+    if filters not in ([], [b"/FlateDecode"]):
         return None
     begin = keyword + 6
     if raw[begin : begin + 2] == b"\r\n":

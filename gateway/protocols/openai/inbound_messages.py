@@ -19,13 +19,13 @@ from gateway.protocols.media import (
     check_image,
     check_pdf,
 )
+from gateway.protocols.nesting import MAX_NESTING, nesting_exceeds, nesting_message
 
 from .types import ImageRef, InvalidRequest, ModelCaps
 
-# Nesting limit for client-supplied free-form JSON (schemas, tool arguments). orjson refuses to
-# serialise beyond ~254 levels, so without a bound a deep value would fail later, in the gateway,
-# as a 500 instead of a 400 here.
-MAX_JSON_DEPTH = 100
+# Nesting limit for JSON parsed from strings (tool-call arguments): the same bound as a request
+# body (gateway/protocols/nesting.py), since it ends up inside the upstream body.
+MAX_JSON_DEPTH = MAX_NESTING
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _KNOWN_PART_TYPES = ("text", "image_url", "file", "input_audio", "refusal")
@@ -39,18 +39,8 @@ def short(value: object, limit: int = 40) -> str:
 
 def check_depth(value: object, param: str, limit: int = MAX_JSON_DEPTH) -> None:
     """Refuse JSON nested deeper than `limit` (iterative: recursion could itself overflow)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            raise InvalidRequest(f"{param}: nested more than {limit} levels deep", param)
-        stack.extend((child, depth + 1) for child in children)
+    if isinstance(value, (dict, list)) and nesting_exceeds(value, limit):
+        raise InvalidRequest(nesting_message(param, limit), param)
 
 
 def parse_data_url(url: str, param: str) -> tuple[str, str]:
