@@ -27,6 +27,7 @@ from gateway import limits, metrics
 from gateway.errors import GatewayError, from_upstream
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
+from gateway.request_limits import max_request_bytes, too_large_message
 from gateway.routing import health
 from gateway.upstream import CONNECT_ERRORS, UpstreamResponse, client
 from gateway.usage import UsageTracker
@@ -45,11 +46,26 @@ class ClientGone(Exception):
 
 
 class AttemptFailed(Exception):
-    def __init__(self, error: GatewayError, outcome: str, *, retryable: bool) -> None:
+    """`retryable`: another deployment may succeed. `healthy`: the deployment is not to blame
+    (a body too large for its platform), so it does not count toward a cooldown."""
+
+    def __init__(
+        self, error: GatewayError, outcome: str, *, retryable: bool, healthy: bool = False
+    ) -> None:
         super().__init__(error.message)
         self.error = error
         self.outcome = outcome
         self.retryable = retryable
+        self.healthy = healthy
+
+
+def check_body_size(route: Route, body: bytes) -> None:
+    """Refuse before sending what the deployment's platform would refuse (413) anyway."""
+    kind = route.deployment.kind
+    limit = max_request_bytes(kind)
+    if len(body) > limit:
+        error = GatewayError(413, too_large_message(len(body), kind, limit))
+        raise AttemptFailed(error, "too_large", retryable=True, healthy=True)
 
 
 # What can end a stream after its commit point (nothing is retried then).
@@ -173,7 +189,7 @@ class Exchange:
             except AttemptFailed as failed:
                 self._log_attempt(route, failed.outcome, started, failed.error.status)
                 await self._release_slot()
-                if failed.retryable:
+                if failed.retryable and not failed.healthy:
                     health.failure(dep.id)
                 last = failed.error
                 if not failed.retryable:
@@ -253,6 +269,7 @@ class Exchange:
     async def post_json(
         self, route: Route, path: str, body: bytes, beta: str | None
     ) -> tuple[int, bytes]:
+        check_body_size(route, body)
         response: UpstreamResponse | None = None
         try:
             async with asyncio.timeout(self.deadline_s):
@@ -279,6 +296,7 @@ class Exchange:
         self, route: Route, body: bytes, beta: str | None, keepalive: KeepAlive
     ) -> OpenStream:
         """Read until the first content event; anything earlier that fails is retryable."""
+        check_body_size(route, body)
         deadline = time.monotonic() + self.deadline_s
         next_keepalive = (
             self.t0 - time.perf_counter() + time.monotonic() + settings.EZAT_STREAM_OPEN_AFTER

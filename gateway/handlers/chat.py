@@ -82,7 +82,7 @@ async def _prepare(
             # The signed blocks are gone (expired, other process without Redis): the upstream
             # would refuse the turn, so this one request runs without thinking instead.
             disable_thinking(tr.body)
-    await inline_images(tr.images, model, tr.media)
+    await inline_images(tr.images, model, tr.media, len(request.body))
     return tr, input_estimate(len(request.body), tr.media, model)
 
 

@@ -107,7 +107,7 @@ async def _translate(
         # refuse the turn, so this one request runs without thinking instead.
         disable_thinking(tr.body)
         tr.thinking = False
-    await inline_images(tr.images, model, tr.media)
+    await inline_images(tr.images, model, tr.media, len(request.body))
     return tr, input_estimate(len(request.body), tr.media, model)
 
 

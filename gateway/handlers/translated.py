@@ -13,6 +13,7 @@ from catalog.snapshot import ModelInfo, Route
 from gateway.errors import GatewayError
 from gateway.protocols.media import MediaTally
 from gateway.protocols.openai.types import ImageRef, InvalidRequest, ModelCaps
+from gateway.request_limits import max_request_bytes
 
 if TYPE_CHECKING:
     from gateway.images import ImageFetcher
@@ -59,17 +60,27 @@ def invalid(exc: InvalidRequest) -> GatewayError:
     return GatewayError(exc.status, exc.message, param=exc.param, code=exc.code)
 
 
-async def inline_images(images: list[ImageRef], model: ModelInfo, media: MediaTally) -> None:
+async def inline_images(
+    images: list[ImageRef], model: ModelInfo, media: MediaTally, body_bytes: int
+) -> None:
     """Download image URLs (SSRF-safe) into their blocks; each one's real size bounds its
-    tokens in `media` (the hold)."""
+    tokens in `media` (the hold). Downloads stop (413) once the request, `body_bytes` plus the
+    images base64-encoded, could no longer fit under the provider's request size limit."""
     if not images:
         return
     from gateway.images import ImageFetchError
 
+    # What still fits under the largest provider request size once base64-encoded (4/3).
+    allowance = None
+    if model.routes:
+        room = max(max_request_bytes(r.deployment.kind) for r in model.routes)
+        allowance = (room - body_bytes) * 3 // 4
     try:
-        fetched = await image_fetcher().fetch_all([(ref.param, ref.url) for ref in images])
+        fetched = await image_fetcher().fetch_all(
+            [(ref.param, ref.url) for ref in images], max_total_bytes=allowance
+        )
     except ImageFetchError as exc:
-        raise GatewayError(400, f"{exc.param}: {exc}", param=exc.param) from None
+        raise GatewayError(exc.status, f"{exc.param}: {exc}", param=exc.param) from None
     for ref, image in zip(images, fetched, strict=True):
         ref.block["source"] = {
             "type": "base64",

@@ -29,8 +29,12 @@ def image_too_large(limit: int) -> ImageContentError:
     return ImageContentError(f"the image is larger than {format_size(limit)}")
 
 
+class BudgetExceeded(ImageContentError):
+    """The request's images together are too large (answered 413, not 400)."""
+
+
 def budget_exceeded(limit: int) -> ImageContentError:
-    return ImageContentError(f"image downloads exceed {format_size(limit)} for this request")
+    return BudgetExceeded(f"image downloads exceed {format_size(limit)} for this request")
 
 
 class ByteBudget:

@@ -21,12 +21,14 @@ MESSAGE_RESOLVE_FAILED: Final = "could not download the image (host name not fou
 
 
 class ImageFetchError(Exception):
-    """A request part whose image could not be used; rendered as HTTP 400 "{param}: {message}"."""
+    """A request part whose image could not be used; rendered as HTTP `status` (400, or 413
+    when the request's images are too large together) with "{param}: {message}"."""
 
-    def __init__(self, param: str, message: str) -> None:
+    def __init__(self, param: str, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.param = param
         self.message = message
+        self.status = status
 
     def __str__(self) -> str:
         return self.message

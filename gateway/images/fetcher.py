@@ -18,6 +18,7 @@ import httpcore
 import httpx
 
 from gateway.images.content import (
+    BudgetExceeded,
     ByteBudget,
     image_too_large,
     read_image_body,
@@ -147,8 +148,13 @@ class ImageFetcher:
     async def aclose(self) -> None:
         await self._pool.aclose()
 
-    async def fetch_all(self, refs: Sequence[tuple[str, str]]) -> list[FetchedImage]:
+    async def fetch_all(
+        self, refs: Sequence[tuple[str, str]], *, max_total_bytes: int | None = None
+    ) -> list[FetchedImage]:
         """Download every (param, url); results in request order.
+
+        `max_total_bytes` lowers the policy's total for this request (what still fits under the
+        provider's request size limit), so an oversize request stops downloading early.
 
         Raises ImageFetchError for the first part that fails (the remaining downloads are
         cancelled). If several have failed by the time we look, the earliest part in the
@@ -171,7 +177,10 @@ class ImageFetcher:
         if not targets:
             return []
 
-        budget = ByteBudget(policy.max_total_bytes)
+        total = policy.max_total_bytes
+        if max_total_bytes is not None:
+            total = max(1, min(total, max_total_bytes))
+        budget = ByteBudget(total)
         slots = asyncio.Semaphore(policy.max_parallel)
         tasks = [
             asyncio.create_task(self._fetch_one(param, target, budget, slots))
@@ -207,6 +216,8 @@ class ImageFetcher:
                     return await self._download(target, budget)
             except TimeoutError:
                 raise ImageFetchError(param, _timeout_message(timeout_s)) from None
+            except BudgetExceeded as exc:
+                raise ImageFetchError(param, exc.message, status=413) from None
             except DownloadRefused as exc:
                 raise ImageFetchError(param, exc.message) from None
             except httpcore.TimeoutException:
