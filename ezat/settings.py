@@ -214,6 +214,10 @@ EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
 EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
 # Image URLs: loopback hosts are refused unless a test turns this on.
 EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
+# Downloaded image bytes (base64) all requests of one process may hold at once, and how long a
+# request waits for room before a 503 (gateway/images/memory.py).
+EZAT_IMAGE_MEMORY_BUDGET = env.int("EZAT_IMAGE_MEMORY_BUDGET", default=256 * 1024 * 1024)
+EZAT_IMAGE_MEMORY_WAIT = env.float("EZAT_IMAGE_MEMORY_WAIT", default=5.0)
 # Serve /static/ from the app itself (quickstart, single box); behind a CDN/proxy turn it off.
 EZAT_SERVE_STATIC = env.bool("EZAT_SERVE_STATIC", default=DEBUG)
 # Usage records on PostgreSQL: wait for the WAL flush before answering (the default). Off, a

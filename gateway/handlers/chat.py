@@ -67,7 +67,7 @@ FMT = OPENAI
 
 
 async def _prepare(
-    request: ApiRequest, body: dict[str, Any], model: ModelInfo, org_id: int
+    request: ApiRequest, body: dict[str, Any], model: ModelInfo, org_id: int, scope: RequestScope
 ) -> tuple[TranslatedRequest, int]:
     """Translate, restore thinking blocks, inline image URLs; also returns the worst-case input
     tokens (text by size, media by its pixels and pages)."""
@@ -82,7 +82,7 @@ async def _prepare(
             # The signed blocks are gone (expired, other process without Redis): the upstream
             # would refuse the turn, so this one request runs without thinking instead.
             disable_thinking(tr.body)
-    await inline_images(tr.images, model, tr.media, len(request.body))
+    await inline_images(tr.images, model, tr.media, len(request.body), scope)
     return tr, input_estimate(len(request.body), tr.media, model)
 
 
@@ -93,7 +93,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
         name = model_name(body)
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), name, FMT)
-        tr, estimate = await _prepare(request, body, model, key.org_id)
+        tr, estimate = await _prepare(request, body, model, key.org_id, scope)
         raw_upstream_hint = orjson.dumps(tr.body) if tr.tool_call_ids_needing_thinking else b""
         exchange = Exchange(
             api="chat",

@@ -188,13 +188,20 @@ def input_estimate(
 
 
 class RequestScope:
-    """What an API handler has taken so far: its exchange (hold, slot) and the rate it saw."""
+    """What an API handler has taken so far: its exchange (hold, slot), the rate it saw, and
+    what to give back when the request ends (image memory)."""
 
-    __slots__ = ("exchange", "rate")
+    __slots__ = ("at_end", "exchange", "rate")
 
     def __init__(self) -> None:
         self.exchange: Exchange | None = None
         self.rate: limits.RateInfo | None = None
+        self.at_end: list[Callable[[], None]] = []
+
+    def end(self) -> None:
+        callbacks, self.at_end = self.at_end, []
+        for callback in callbacks:
+            callback()
 
     async def admit(
         self, exchange: Exchange, *, input_estimate: int, max_tokens: int, billable: bool = True
@@ -232,6 +239,8 @@ async def guarded(
         if scope.exchange is not None:
             await asyncio.shield(scope.exchange.settle())
         raise
+    finally:
+        scope.end()
     if scope.exchange is not None:
         await scope.exchange.settle()
     return status

@@ -71,7 +71,12 @@ PREFIX = "/openai/v1/responses/"
 
 
 async def _translate(
-    request: ApiRequest, body: dict[str, Any], model: ModelInfo, key: KeyInfo, sealer: Sealer
+    request: ApiRequest,
+    body: dict[str, Any],
+    model: ModelInfo,
+    key: KeyInfo,
+    sealer: Sealer,
+    scope: RequestScope,
 ) -> tuple[TranslatedResponsesRequest, int]:
     """Continue from stored state if asked, translate, inline image URLs; also returns the
     worst-case input tokens (text by size, media by its pixels and pages)."""
@@ -107,7 +112,7 @@ async def _translate(
         # refuse the turn, so this one request runs without thinking instead.
         disable_thinking(tr.body)
         tr.thinking = False
-    await inline_images(tr.images, model, tr.media, len(request.body))
+    await inline_images(tr.images, model, tr.media, len(request.body), scope)
     return tr, input_estimate(len(request.body), tr.media, model)
 
 
@@ -119,7 +124,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), name, FMT)
         sealer = Sealer(key.org_id, model.id)
-        tr, estimate = await _translate(request, body, model, key, sealer)
+        tr, estimate = await _translate(request, body, model, key, sealer, scope)
         exchange = Exchange(
             api=API,
             request_id=request.request_id,
@@ -376,7 +381,7 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
         assert isinstance(body, dict)
         model = resolve_model(await snapshot(), name, FMT)
         body = {**body, "stream": False}
-        tr, _ = await _translate(request, body, model, key, Sealer(key.org_id, model.id))
+        tr, _ = await _translate(request, body, model, key, Sealer(key.org_id, model.id), scope)
         counted = {k: v for k, v in tr.body.items() if k not in ("max_tokens", "stream")}
         exchange = Exchange(
             api="responses_input_tokens",

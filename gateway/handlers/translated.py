@@ -16,7 +16,9 @@ from gateway.protocols.openai.types import ImageRef, InvalidRequest, ModelCaps
 from gateway.request_limits import max_request_bytes
 
 if TYPE_CHECKING:
+    from gateway.handlers.common import RequestScope
     from gateway.images import ImageFetcher
+    from gateway.images.memory import MemoryLease
 
 _fetcher: ImageFetcher | None = None
 
@@ -27,8 +29,12 @@ def image_fetcher() -> ImageFetcher:
     global _fetcher
     if _fetcher is None:
         from gateway.images import ImageFetcher, ImageFetchPolicy
+        from gateway.images.memory import ImageMemoryBudget
 
-        _fetcher = ImageFetcher(ImageFetchPolicy(allow_loopback=settings.EZAT_IMAGE_ALLOW_LOOPBACK))
+        _fetcher = ImageFetcher(
+            ImageFetchPolicy(allow_loopback=settings.EZAT_IMAGE_ALLOW_LOOPBACK),
+            memory=ImageMemoryBudget(settings.EZAT_IMAGE_MEMORY_BUDGET),
+        )
     return _fetcher
 
 
@@ -61,7 +67,11 @@ def invalid(exc: InvalidRequest) -> GatewayError:
 
 
 async def inline_images(
-    images: list[ImageRef], model: ModelInfo, media: MediaTally, body_bytes: int
+    images: list[ImageRef],
+    model: ModelInfo,
+    media: MediaTally,
+    body_bytes: int,
+    scope: RequestScope,
 ) -> None:
     """Download image URLs (SSRF-safe) into their blocks; each one's real size bounds its
     tokens in `media` (the hold). Downloads stop (413) once the request, `body_bytes` plus the
@@ -75,12 +85,16 @@ async def inline_images(
     if model.routes:
         room = max(max_request_bytes(r.deployment.kind) for r in model.routes)
         allowance = (room - body_bytes) * 3 // 4
+    fetcher = image_fetcher()
+    lease = await _reserve_image_memory(fetcher, len(images), allowance)
+    scope.at_end.append(lease.release)  # the images live in the body until the request ends
     try:
-        fetched = await image_fetcher().fetch_all(
+        fetched = await fetcher.fetch_all(
             [(ref.param, ref.url) for ref in images], max_total_bytes=allowance
         )
     except ImageFetchError as exc:
         raise GatewayError(exc.status, f"{exc.param}: {exc}", param=exc.param) from None
+    lease.shrink_to(sum(len(image.data_b64) for image in fetched))
     for ref, image in zip(images, fetched, strict=True):
         ref.block["source"] = {
             "type": "base64",
@@ -88,6 +102,30 @@ async def inline_images(
             "data": image.data_b64,
         }
         media.add_image(model.media, image.size)
+
+
+async def _reserve_image_memory(
+    fetcher: ImageFetcher, count: int, allowance: int | None
+) -> MemoryLease:
+    """This request's worst case in the process's image memory budget (base64-encoded), or a
+    503 when it stays full for EZAT_IMAGE_MEMORY_WAIT seconds."""
+    from gateway.images.memory import ImageMemoryBusy
+
+    policy = fetcher.policy
+    worst = min(count * policy.max_bytes_per_image, policy.max_total_bytes)
+    if allowance is not None:
+        worst = min(worst, max(allowance, 0))
+    try:
+        return await fetcher.memory.reserve(
+            -(-worst * 4 // 3), wait_s=settings.EZAT_IMAGE_MEMORY_WAIT
+        )
+    except ImageMemoryBusy:
+        raise GatewayError(
+            503,
+            "image downloads are at this server's memory budget; retry shortly",
+            type_="overloaded_error",
+            headers={"retry-after": "2"},
+        ) from None
 
 
 def upstream_body(body: dict[str, Any], route: Route) -> bytes:

@@ -31,10 +31,12 @@ from gateway.images.errors import (
     ImageContentError,
     ImageFetchError,
 )
+from gateway.images.memory import ImageMemoryBudget
 from gateway.images.network import GuardedNetworkBackend, Resolver, system_resolver
 from gateway.images.urls import ImageTarget, parse_image_url, resolve_redirect
 from gateway.protocols.media import HEAD_BYTES, image_size
 
+DEFAULT_MEMORY_BUDGET: Final = 256 * 1024 * 1024
 REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 USER_AGENT: Final = b"EZAT-Router-ImageFetcher/1.0"
 # identity: a compressed body would otherwise be a decompression bomb waiting to happen;
@@ -120,10 +122,13 @@ class ImageFetcher:
         *,
         resolver: Resolver | None = None,
         connector: httpcore.AsyncNetworkBackend | None = None,
+        memory: ImageMemoryBudget | None = None,
     ) -> None:
         """`resolver` and `connector` (what opens sockets to already vetted IPs) default to
         the system resolver and httpcore's AnyIO backend; tests substitute them."""
         self._policy = policy
+        # Shared by every request of the process (gateway/images/memory.py).
+        self.memory = memory if memory is not None else ImageMemoryBudget(DEFAULT_MEMORY_BUDGET)
         self._backend = GuardedNetworkBackend(
             allow_loopback=policy.allow_loopback,
             resolver=resolver if resolver is not None else system_resolver,
