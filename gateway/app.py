@@ -15,7 +15,7 @@ from gateway.handlers import chat, messages, models, responses
 from gateway.handlers.common import ANTHROPIC, OPENAI, authenticate
 from gateway.http import ApiRequest, Receive, Scope, Send
 from gateway.metrics import SIDE_EFFECT_FAILURES
-from gateway.runtime import tune_garbage_collector
+from gateway.runtime import pin_mmap_threshold, tune_garbage_collector
 from gateway.upstream import client
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,7 @@ class GatewayApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 tune_garbage_collector()
+                pin_mmap_threshold()
                 if settings.CELERY_TASK_ALWAYS_EAGER:
                     # Embedded default: no broker, no beat. The gateway reconciles itself.
                     background = asyncio.get_running_loop().create_task(_reconcile_forever())
