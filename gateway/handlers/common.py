@@ -105,7 +105,7 @@ async def read_json(request: ApiRequest) -> object:
         if "depth limit" in str(exc):  # orjson's own bound (1,024 levels)
             raise GatewayError(400, nesting_message("request body")) from None
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
-    if nesting_exceeds(body, raw=raw):
+    if nesting_exceeds(body):
         raise GatewayError(400, nesting_message("request body"))
     return body
 

@@ -5,9 +5,9 @@ levels) and then failed inside the gateway as a 500: orjson serialises at most 2
 recursive helpers (the routing session key, `cache_control` stripping) walk the body. A body
 within this bound stays far from every such limit, so nothing downstream needs its own check.
 
-Cost: the parsed value is walked only when the raw body has more opening brackets than the
-limit (a C-level count); a 100k-token prompt has a handful of containers, so the walk is a few
-microseconds there, and proportional to the number of containers otherwise, never to the text.
+Cost: the walk visits containers only, never the text: ~1 µs for the benchmark's 100k-token
+request (a handful of containers; orjson.loads of it takes ~80 µs). Counting brackets in the raw
+body first, to skip the walk, cost ~360 µs there (two scans of 400 kB), so it is not done.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from __future__ import annotations
 MAX_NESTING = 64
 
 
-def nesting_exceeds(value: object, limit: int = MAX_NESTING, raw: bytes | None = None) -> bool:
-    """Whether `value` (parsed from `raw`, when given) nests deeper than `limit` levels."""
-    if raw is not None and raw.count(b"[") + raw.count(b"{") <= limit:
-        return False  # cannot open more levels than it has brackets
+def nesting_exceeds(value: object, limit: int = MAX_NESTING) -> bool:
+    """Whether `value` nests deeper than `limit` levels (iterative: no recursion to overflow)."""
     if not isinstance(value, (dict, list)):
         return False
     stack: list[tuple[dict[object, object] | list[object], int]] = [(value, 1)]
