@@ -65,27 +65,34 @@ async def read_image_body(
 ) -> tuple[bytes, str]:
     """Read a response body into memory within the limits; return (data, media_type).
 
-    Each chunk is checked BEFORE it is appended, so at most `max_bytes` are ever buffered
+    Each chunk is checked BEFORE it is kept, so at most `max_bytes` are ever buffered
     (plus the one network read in flight, 64 KiB in httpcore). The magic bytes are checked
     as soon as enough have arrived, so a multi-megabyte non-image is abandoned early.
+    The chunks are joined once at the end: a growing bytearray over-allocates as it grows
+    and then needed a second full copy to become bytes (two 10 MB buffers per image).
     """
-    buffer = bytearray()
+    parts: list[bytes] = []
+    size = 0
+    head = b""
     media_type: str | None = None
     async for chunk in chunks:
         if not chunk:
             continue
-        if len(buffer) + len(chunk) > max_bytes:
+        if size + len(chunk) > max_bytes:
             raise image_too_large(max_bytes)
         budget.take(len(chunk))
-        buffer += chunk
-        if media_type is None and len(buffer) >= SNIFF_BYTES:
-            media_type = sniff_media_type(buffer)
-            if media_type is None:
-                raise ImageContentError(MESSAGE_NOT_IMAGE)
+        parts.append(chunk)
+        size += len(chunk)
+        if media_type is None and len(head) < SNIFF_BYTES:
+            head += chunk[: SNIFF_BYTES - len(head)]
+            if len(head) >= SNIFF_BYTES:
+                media_type = sniff_media_type(head)
+                if media_type is None:
+                    raise ImageContentError(MESSAGE_NOT_IMAGE)
     if media_type is None:
         # Short bodies: sniff what there is (a 10-byte "JPEG" is still refused later by
         # the provider, but it is not our job to validate image structure).
-        media_type = sniff_media_type(buffer)
+        media_type = sniff_media_type(head)
         if media_type is None:
             raise ImageContentError(MESSAGE_NOT_IMAGE)
-    return bytes(buffer), media_type
+    return b"".join(parts), media_type

@@ -144,9 +144,11 @@ def test_rss_returns_to_its_baseline_after_concurrent_image_requests(
     try:
         key = stack.new_key()
         headers, body = _chat(key, base, 3)
-        # Warm-up: the image client, TLS context and translators are created on first use.
-        for _ in range(2):
-            assert asyncio.run(_concurrent(gateway.url, headers, body, 1))[0].status_code == 200
+        # Warm-up: the image client, its connection pool, and the translators are created on
+        # first use; two requests at a time, so concurrency's own structures exist too.
+        for count in (1, 2, 2):
+            warm = asyncio.run(_concurrent(gateway.url, headers, body, count))
+            assert [r.status_code for r in warm] == [200] * count
         pid = gateway.process.pid
         baseline = _rss_bytes(pid)
         peak = [baseline]
