@@ -22,11 +22,14 @@ pytestmark = pytest.mark.e2e
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
 CHAT = "/openai/v1/chat/completions"
-ENDPOINTS = (MESSAGES, COUNT_TOKENS, CHAT)
+RESPONSES = "/openai/v1/responses"
+INPUT_TOKENS = "/openai/v1/responses/input_tokens"
+OPENAI_PATHS = (CHAT, RESPONSES, INPUT_TOKENS)
+ENDPOINTS = (MESSAGES, COUNT_TOKENS, CHAT, RESPONSES, INPUT_TOKENS)
 
 
 def _headers(key: Key, path: str) -> dict[str, str]:
-    if path == CHAT:
+    if path in OPENAI_PATHS:
         return {"authorization": f"Bearer {key.secret}", "content-type": "application/json"}
     return {"x-api-key": key.secret, "content-type": "application/json"}
 
@@ -54,7 +57,12 @@ def deep(levels: int) -> Any:
 
 
 def _body(path: str, content: Any, **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": "sonnet", "messages": [{"role": "user", "content": content}]}
+    if path in (RESPONSES, INPUT_TOKENS):
+        body: dict[str, Any] = {"model": "sonnet", "input": [{"role": "user", "content": content}]}
+        if path == RESPONSES:
+            body["max_output_tokens"] = 16
+        return {**body, **extra}
+    body = {"model": "sonnet", "messages": [{"role": "user", "content": content}]}
     if path != COUNT_TOKENS:
         body["max_tokens"] = 16
     return {**body, **extra}
@@ -77,7 +85,8 @@ def test_a_body_nested_300_levels_is_a_400_naming_the_limit(e2e: Stack, path: st
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_nesting_beyond_what_the_parser_reads_is_the_same_400(e2e: Stack, path: str) -> None:
     key = e2e.new_key()
-    raw = b'{"model":"sonnet","messages":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    field = b"input" if path in (RESPONSES, INPUT_TOKENS) else b"messages"
+    raw = b'{"model":"sonnet","' + field + b'":' + b"[" * 5000 + b"]" * 5000 + b"}"
     response = _post(e2e, key, path, raw)
     assert response.status_code == 400, response.text
     assert "nesting limit is 64" in _error(response)["message"]
@@ -136,6 +145,18 @@ def test_chat_data_urls_are_validated(e2e: Stack, data: str, fragment: str) -> N
     error = _error(response)
     assert error["param"] == "messages[0].content[1].image_url.url"
     assert error["message"].startswith("messages[0].content[1].image_url.url: "), error
+    assert fragment in error["message"], error
+
+
+@pytest.mark.parametrize(("data", "fragment"), [pytest.param(d, f, id=i) for i, d, f in BAD_BASE64])
+def test_responses_data_urls_are_validated(e2e: Stack, data: str, fragment: str) -> None:
+    key = e2e.new_key()
+    part = {"type": "input_image", "image_url": f"data:image/png;base64,{data}"}
+    body = _body(RESPONSES, [{"type": "input_text", "text": "?"}, part])
+    response = _post(e2e, key, RESPONSES, body)
+    assert response.status_code == 400, response.text
+    error = _error(response)
+    assert error["param"] == "input[0].content[1].image_url", error
     assert fragment in error["message"], error
 
 
@@ -202,6 +223,13 @@ FIELDS = st.sampled_from(
         "stop",
         "n",
         "cache_control",
+        "input",
+        "max_output_tokens",
+        "instructions",
+        "previous_response_id",
+        "store",
+        "text",
+        "reasoning",
     ]
 )
 MEDIA_DATA = st.one_of(
@@ -215,9 +243,19 @@ MEDIA_TYPES = st.sampled_from(
 
 
 @st.composite
-def hostile_content(draw: st.DrawFn, chat: bool) -> Any:
+def hostile_content(draw: st.DrawFn, path: str) -> Any:
     data, media_type = draw(MEDIA_DATA), draw(MEDIA_TYPES)
-    if chat:
+    url = f"data:{media_type};base64,{data}"
+    if path in (RESPONSES, INPUT_TOKENS):
+        part = draw(
+            st.sampled_from(
+                [
+                    {"type": "input_image", "image_url": url},
+                    {"type": "input_file", "file_data": url, "filename": "a.pdf"},
+                ]
+            )
+        )
+    elif path == CHAT:
         part = draw(
             st.sampled_from(
                 [
@@ -238,10 +276,10 @@ def hostile_content(draw: st.DrawFn, chat: bool) -> Any:
 
 @st.composite
 def hostile_body(draw: st.DrawFn, path: str) -> bytes:
-    chat = path == CHAT
     base: dict[str, Any] = _body(path, "hi")
-    if chat:
+    if path == CHAT:
         base["max_completion_tokens"] = base.pop("max_tokens")
+    turns = base["input"] if "input" in base else base["messages"]
     shape = draw(st.integers(0, 5))
     if shape == 0:  # any JSON value at all
         return _dumps(draw(JSON_VALUES))
@@ -250,12 +288,10 @@ def hostile_body(draw: st.DrawFn, path: str) -> bytes:
             base[draw(FIELDS)] = draw(JSON_VALUES)
         return _dumps(base)
     if shape == 2:  # hostile media
-        base["messages"][0]["content"] = draw(hostile_content(chat))
+        turns[0]["content"] = draw(hostile_content(path))
         return _dumps(base)
     if shape == 3:  # nesting around the limit, anywhere
-        base["messages"][0][draw(st.sampled_from(["content", "x"]))] = deep(
-            draw(st.integers(50, 400))
-        )
+        turns[0][draw(st.sampled_from(["content", "x"]))] = deep(draw(st.integers(50, 400)))
         return _dumps(base)
     if shape == 4:  # broken bytes: truncated, non-UTF-8, NUL
         raw = _dumps(base)
@@ -266,7 +302,7 @@ def hostile_body(draw: st.DrawFn, path: str) -> bytes:
     messages = draw(
         st.lists(st.fixed_dictionaries({"role": JSON_VALUES, "content": JSON_VALUES}), max_size=3)
     )
-    base["messages"] = messages
+    base["input" if "input" in base else "messages"] = messages
     return _dumps(base)
 
 
