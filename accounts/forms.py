@@ -11,15 +11,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 
 from accounts.models import ApiKey, Membership, Organization
-from billing.pricing import nano_to_usd, usd_to_nano
+from billing.pricing import usd_to_nano
+from ezat import money
 
 
 def usd_initial(nano: int | None) -> str:
     """A nano-USD amount as a plain decimal for a form field ("12.5", never "1.25E+1")."""
     if nano is None:
         return ""
-    text = f"{nano_to_usd(nano):f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return money.usd_from_nano(nano)
 
 
 class KeyLimitsForm(forms.Form):

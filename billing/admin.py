@@ -11,9 +11,12 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from billing.models import LedgerEntry, UsageRecord
+from billing.selectors import itemised_cost
 from billing.templatetags.dashboard import format_usd
+from ezat import money
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -49,7 +52,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     search_fields = ("=request_id", "org__name", "model_id")
     date_hierarchy = "created_at"
     show_full_result_count = False  # COUNT(*) over all usage on every page load is wasteful
-    readonly_fields = ("cost_usd", "key_prefix", "reconciled", "tokens_in_out")
+    readonly_fields = ("cost_usd", "itemised_cost", "key_prefix", "reconciled", "tokens_in_out")
     exclude = ("api_key",)  # shown as key_prefix; the FK widget would list every key
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[UsageRecord]:
@@ -58,6 +61,33 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="Cost", ordering="cost_nano")
     def cost_usd(self, obj: UsageRecord) -> str:
         return format_usd(obj.cost_nano)
+
+    @admin.display(description="Itemised cost")
+    def itemised_cost(self, obj: UsageRecord) -> str:
+        cost = itemised_cost(obj)
+        bound = cost["up_to_prompt_tokens"]
+        tier = (
+            f"tier up to {bound:,} prompt tokens" if bound is not None else "tier: any prompt size"
+        )
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (item["kind"], f"{item['tokens']:,}", item["usd_per_mtok"], item["usd"])
+                for item in cost["items"]
+            ),
+        )
+        return format_html(
+            "<p>Prompt of {} tokens → {}; price version {}.</p>"
+            "<table><thead><tr><th>kind</th><th>tokens</th><th>USD per million tokens</th>"
+            "<th>USD</th></tr></thead><tbody>{}</tbody></table>"
+            "<p>Total, rounded once to the nano-dollar: {} USD</p>",
+            f"{cost['prompt_tokens']:,}",
+            tier,
+            cost["price_version"] if cost["price_version"] is not None else "(before versions)",
+            rows,
+            money.usd_from_nano(cost["total_nano"]),
+        )
 
     @admin.display(description="Tokens in / out")
     def tokens_in_out(self, obj: UsageRecord) -> str:

@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 from prometheus_client import Counter
 
-from billing.pricing import nano_to_usd
+from ezat import money
 
 if TYPE_CHECKING:
     from billing.recorder import UsageData
@@ -39,7 +39,7 @@ def group_name(org_id: int) -> str:
 
 def format_cost_usd(cost_nano: int) -> str:
     """Per-request costs are fractions of a cent: six decimals, as the request log shows them."""
-    return f"{nano_to_usd(cost_nano):.6f}"
+    return money.usd_from_nano(cost_nano, 6)
 
 
 def build_row(

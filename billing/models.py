@@ -67,7 +67,12 @@ class UsageRecord(models.Model):
     cache_write_1h_tokens = models.BigIntegerField(default=0)
     reasoning_tokens = models.BigIntegerField(default=0)
     cost_nano = models.BigIntegerField()
-    prices = models.JSONField(help_text="USD per million tokens used for cost_nano")
+    # The price tier cost_nano was computed at: {"upToPromptTokens", "input", "output",
+    # "cacheRead", "cacheWrite5m", "cacheWrite1h"} (USD per million tokens, plain decimals).
+    prices = models.JSONField(help_text="The price tier applied (USD per million tokens)")
+    # The catalog PriceVersion it belongs to (no foreign key: usage is a billing fact and must
+    # outlive any catalog edit; null for records written before price versions existed).
+    price_version = models.BigIntegerField(null=True, blank=True)
     output_exact = models.BooleanField(default=True)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.OK)
     attempts = models.JSONField(default=list)

@@ -3,6 +3,12 @@
 Catalog prices are exact decimals in USD per million tokens with at most 6 decimals, so a price
 is an integer number of micro-USD per million tokens, and a cost in nano-USD is
 Σ tokens × price_micro / 1000 — computed exactly in integers and rounded once (half up).
+
+A model's prices form a `PriceSchedule`: one price version (a row id in the catalog, so a usage
+record can say which version billed it) with one or more tiers by prompt size. A request is
+billed at the tier its actual prompt falls in; the prompt counts input, cache-read and
+cache-write tokens (Anthropic's long-context pricing, e.g. Claude Haiku 5.5 above 100,000
+tokens: https://platform.claude.com/docs/en/models/haiku-5-5/overview).
 """
 
 from __future__ import annotations
@@ -10,8 +16,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
+
+from ezat import money
 
 NANO_PER_USD = 1_000_000_000
+
+# The five token kinds of a price, in the order of every table that lists them.
+PRICE_KINDS = ("input", "output", "cacheRead", "cacheWrite5m", "cacheWrite1h")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +50,88 @@ class Prices:
         )
 
     def as_usd_strings(self) -> dict[str, str]:
-        """The prices as kept on a usage record (USD per million tokens)."""
+        """USD per million tokens as plain decimal strings, keyed by PRICE_KINDS."""
         return dict(_usd_strings(self))  # a copy: the cached one is shared
+
+    def by_kind(self) -> tuple[int, ...]:
+        """The five prices in PRICE_KINDS order."""
+        return (self.input, self.output, self.cache_read, self.cache_write_5m, self.cache_write_1h)
 
     @property
     def max_input(self) -> int:
         """The highest price an input token can be billed at (for worst-case holds)."""
         return max(self.input, self.cache_read, self.cache_write_5m, self.cache_write_1h)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTier:
+    """Prices for prompts of up to `up_to_prompt_tokens` tokens (None: no upper bound)."""
+
+    up_to_prompt_tokens: int | None
+    prices: Prices
+
+    def as_public(self) -> dict[str, Any]:
+        """The tier as /api/models and usage records show it."""
+        return dict(_public_tier(self))  # a copy: the cached one is shared
+
+
+@dataclass(frozen=True, slots=True)
+class PriceSchedule:
+    """One price version of a model: its tiers, lowest bound first, the last one unbounded."""
+
+    version: int
+    tiers: tuple[PriceTier, ...]
+
+    def __post_init__(self) -> None:
+        check_tier_bounds([t.up_to_prompt_tokens for t in self.tiers])
+
+    @classmethod
+    def flat(cls, prices: Prices, version: int = 0) -> PriceSchedule:
+        return cls(version=version, tiers=(PriceTier(None, prices),))
+
+    @property
+    def first(self) -> Prices:
+        """The first tier's prices: what `pricing` shows for a model."""
+        return self.tiers[0].prices
+
+    def tier_for(self, prompt_tokens: int) -> PriceTier:
+        """The tier a prompt of this many tokens is billed at (bounds are inclusive)."""
+        for tier in self.tiers:
+            if tier.up_to_prompt_tokens is None or prompt_tokens <= tier.up_to_prompt_tokens:
+                return tier
+        raise AssertionError("the last tier is unbounded")  # guaranteed by __post_init__
+
+    def worst_case_nano(self, input_tokens: int, max_output_tokens: int) -> int:
+        """What a request with at most `input_tokens` of prompt can cost at most.
+
+        The prompt can land in any tier up to the one of `input_tokens`, so the hold is the
+        dearest of those (with rising prices, simply the worst case's own tier): never below
+        the real cost, whatever the tiers look like.
+        """
+        reachable = self.tiers[: self.tiers.index(self.tier_for(input_tokens)) + 1]
+        return max(worst_case_nano(input_tokens, max_output_tokens, t.prices) for t in reachable)
+
+
+class TierError(ValueError):
+    """Tier bounds that do not form a partition of all prompt sizes."""
+
+
+def check_tier_bounds(bounds: list[int | None]) -> None:
+    """Bounds must rise strictly and end with None (unbounded); only the last may be None."""
+    if not bounds:
+        raise TierError("at least one tier is required")
+    if bounds[-1] is not None:
+        raise TierError("the last tier must have no upper bound (upToPromptTokens: null)")
+    previous = 0
+    for position, bound in enumerate(bounds[:-1]):
+        if bound is None:
+            raise TierError(f"tier {position}: only the last tier may be unbounded")
+        if bound <= previous:
+            raise TierError(
+                f"tier {position}: upToPromptTokens {bound} overlaps the tier before it "
+                "(bounds must rise strictly and be positive)"
+            )
+        previous = bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +143,25 @@ class TokenCounts:
     cache_write_1h: int = 0
     reasoning: int = 0  # part of output, never billed twice
 
+    @property
+    def prompt(self) -> int:
+        """What selects the price tier: input, cache-read and cache-write tokens."""
+        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+
+    def by_kind(self) -> tuple[int, ...]:
+        """The five billed counts in PRICE_KINDS order (reasoning is part of output)."""
+        return (self.input, self.output, self.cache_read, self.cache_write_5m, self.cache_write_1h)
+
+
+@dataclass(frozen=True, slots=True)
+class CostItem:
+    """One line of an itemised cost: tokens × price, exact (pico-USD, not yet rounded)."""
+
+    kind: str
+    tokens: int
+    price_micro: int
+    amount_pico: int
+
 
 def _micro(price: Decimal) -> int:
     scaled = price * 1_000_000
@@ -66,26 +172,32 @@ def _micro(price: Decimal) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _usd_strings(prices: Prices) -> dict[str, str]:
-    # Cached: Decimal formatting of five prices was ~3 % of a request's CPU, and a catalog has
-    # a handful of distinct price sets.
+    # Cached: formatting five prices was ~3 % of a request's CPU, and a catalog has a handful of
+    # distinct price sets.
     return {
-        "input": _usd(prices.input),
-        "output": _usd(prices.output),
-        "cacheRead": _usd(prices.cache_read),
-        "cacheWrite5m": _usd(prices.cache_write_5m),
-        "cacheWrite1h": _usd(prices.cache_write_1h),
+        kind: money.usd_per_mtok(p) for kind, p in zip(PRICE_KINDS, prices.by_kind(), strict=True)
     }
 
 
-def _usd(micro: int) -> str:
-    return str((Decimal(micro) / 1_000_000).normalize())
+@functools.lru_cache(maxsize=1024)
+def _public_tier(tier: PriceTier) -> dict[str, Any]:
+    return {"upToPromptTokens": tier.up_to_prompt_tokens, **_usd_strings(tier.prices)}
 
 
 def _round_half_up_div(numerator: int, denominator: int) -> int:
     return (numerator + denominator // 2) // denominator
 
 
+def itemise(tokens: TokenCounts, prices: Prices) -> list[CostItem]:
+    """The lines `cost_nano` adds up, in PRICE_KINDS order."""
+    return [
+        CostItem(kind, count, price, count * price)
+        for kind, count, price in zip(PRICE_KINDS, tokens.by_kind(), prices.by_kind(), strict=True)
+    ]
+
+
 def cost_nano(tokens: TokenCounts, prices: Prices) -> int:
+    """Σ of the itemised lines, rounded once (half up) to nano-USD."""
     pico = (
         tokens.input * prices.input
         + tokens.output * prices.output
@@ -103,7 +215,7 @@ def worst_case_nano(input_tokens: int, max_output_tokens: int, prices: Prices) -
 
 
 def nano_to_usd(nano: int) -> Decimal:
-    return Decimal(nano) / NANO_PER_USD
+    return Decimal(nano).scaleb(-9)
 
 
 def usd_to_nano(usd: Decimal) -> int:

@@ -1,7 +1,8 @@
 """Writing usage records from the gateway's hot path.
 
-The cost is computed here, once, from the prices the request was admitted with, and stored with
-those prices, so a later price change never rewrites history. The gateway awaits this before it
+The cost is computed here, once, from the price version the request was admitted with, at the
+tier its actual prompt falls in, and stored with that tier's prices and the version's id, so a
+later price change never rewrites history. The gateway awaits this before it
 sends `[DONE]` / `message_stop`: a client that saw the end of a stream has been recorded.
 """
 
@@ -20,7 +21,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 from prometheus_client import Counter
 
-from billing.pricing import Prices, TokenCounts, cost_nano
+from billing.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
 
 if TYPE_CHECKING:
     from billing.pg_async import AsyncPgInserter
@@ -44,7 +45,7 @@ class UsageData:
     model_name: str
     deployment: str
     tokens: TokenCounts
-    prices: Prices
+    pricing: PriceSchedule
     started_at: datetime
     output_exact: bool = True
     status: str = "ok"
@@ -53,8 +54,13 @@ class UsageData:
     ttft_ms: int | None = None
 
     @property
+    def tier(self) -> PriceTier:
+        """The tier this request is billed at: the one its actual prompt falls in."""
+        return self.pricing.tier_for(self.tokens.prompt)
+
+    @property
     def cost_nano(self) -> int:
-        return cost_nano(self.tokens, self.prices)
+        return cost_nano(self.tokens, self.tier.prices)
 
 
 def _fields(data: UsageData, cost: int) -> dict[str, Any]:
@@ -74,7 +80,8 @@ def _fields(data: UsageData, cost: int) -> dict[str, Any]:
         "cache_write_1h_tokens": data.tokens.cache_write_1h,
         "reasoning_tokens": data.tokens.reasoning,
         "cost_nano": cost,
-        "prices": data.prices.as_usd_strings(),
+        "prices": data.tier.as_public(),
+        "price_version": data.pricing.version or None,
         "output_exact": data.output_exact,
         "status": data.status,
         "attempts": data.attempts,
@@ -108,8 +115,8 @@ def _insert_one(fields: dict[str, Any]) -> None:
 _COLUMNS = (
     "request_id", "org_id", "api_key_id", "api", "stream", "model_id", "model_name",
     "deployment", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_5m_tokens",
-    "cache_write_1h_tokens", "reasoning_tokens", "cost_nano", "prices", "output_exact", "status",
-    "attempts", "latency_ms", "ttft_ms", "started_at", "created_at",
+    "cache_write_1h_tokens", "reasoning_tokens", "cost_nano", "prices", "price_version",
+    "output_exact", "status", "attempts", "latency_ms", "ttft_ms", "started_at", "created_at",
 )  # fmt: skip
 _JSON_COLUMNS = frozenset({"prices", "attempts"})
 

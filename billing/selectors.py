@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from billing.models import UsageRecord
-from billing.pricing import nano_to_usd
+from billing.pricing import PRICE_KINDS, Prices, TokenCounts, itemise
+from ezat import money
 
 SUMMARY_FIELDS = (
     "requests",
@@ -30,13 +31,11 @@ SUMMARY_FIELDS = (
 )
 
 
-# Amounts are printed with all 9 decimals (exact, fixed width, one format everywhere).
-USD_QUANTUM = Decimal("0.000000001")
-
-
 def usd_string(nano: int) -> str:
-    """Nano-USD as an exact USD decimal string with 9 decimals: 15500000000 -> "15.500000000"."""
-    return f"{nano_to_usd(nano).quantize(USD_QUANTUM):f}"
+    """Amounts are printed with all 9 decimals (exact, fixed width, one format everywhere).
+
+    Nano-USD as an exact USD decimal string with 9 decimals: 15500000000 -> "15.500000000"."""
+    return money.usd_from_nano(nano, 9)
 
 
 def org_balance_nano(org: Organization) -> int:
@@ -100,3 +99,32 @@ def month_to_date_spend(owner: Organization | ApiKey, now: datetime | None = Non
     return qs.filter(created_at__gte=month_start(now)).aggregate(
         total=Coalesce(Sum("cost_nano"), 0)
     )["total"]
+
+
+def itemised_cost(record: UsageRecord) -> dict[str, Any]:
+    """How a record's cost adds up: tokens × the applied tier's price per kind (exact), the
+    tier and price version applied, and the total rounded once to nano-USD (= cost_nano)."""
+    prices = record.prices or {}
+    tokens = TokenCounts(
+        input=record.input_tokens,
+        output=record.output_tokens,
+        cache_read=record.cache_read_tokens,
+        cache_write_5m=record.cache_write_5m_tokens,
+        cache_write_1h=record.cache_write_1h_tokens,
+    )
+    applied = Prices.from_decimals(*(Decimal(str(prices.get(k, "0"))) for k in PRICE_KINDS))
+    return {
+        "price_version": record.price_version,
+        "up_to_prompt_tokens": prices.get("upToPromptTokens"),
+        "prompt_tokens": tokens.prompt,
+        "items": [
+            {
+                "kind": item.kind,
+                "tokens": item.tokens,
+                "usd_per_mtok": money.usd_per_mtok(item.price_micro),
+                "usd": money.usd_from_pico(item.amount_pico),
+            }
+            for item in itemise(tokens, applied)
+        ],
+        "total_nano": record.cost_nano,
+    }

@@ -15,11 +15,18 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
 
-from catalog.models import Deployment, DeploymentModel, Model, ModelAlias
+from billing.pricing import TierError, check_tier_bounds
+from catalog.models import Deployment, DeploymentModel, Model, ModelAlias, PriceTier, PriceVersion
+from catalog.selectors import current_tiers, tier_figures
+from catalog.services import describe_tiers
 
 logger = logging.getLogger(__name__)
 
@@ -31,55 +38,85 @@ class ModelAliasInline(admin.TabularInline):
     extra = 1
 
 
+def _tiers_text(version: PriceVersion) -> str:
+    """A version's tiers on one line, prices as plain decimals (the one money formatter)."""
+    return describe_tiers([tier_figures(t) for t in version.tiers.all()]) or "(no tiers)"
+
+
+class PriceHistoryInline(admin.TabularInline):
+    """Every price version of the model, newest first: read-only history."""
+
+    model = PriceVersion
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = ("effective_from", "prices", "source")
+    readonly_fields = ("effective_from", "prices", "source")
+    ordering = ("-effective_from", "-id")
+    verbose_name_plural = "Price history (USD per million tokens; newest first)"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PriceVersion]:
+        return super().get_queryset(request).prefetch_related("tiers")
+
+    @admin.display(description="Prices")
+    def prices(self, obj: PriceVersion) -> str:
+        return _tiers_text(obj)
+
+
 @admin.register(Model)
 class CatalogModelAdmin(admin.ModelAdmin):
     list_display = (
         "id",
         "name",
         "enabled",
-        "price_input",
-        "price_output",
-        "price_cache_read",
-        "price_cache_write_5m",
-        "price_cache_write_1h",
+        "current_prices",
+        "max_output_tokens",
+        "context_window",
         "aliases_list",
+        "checked_on",
     )
     list_filter = ("enabled",)
     search_fields = ("id", "name", "aliases__alias")
-    inlines = (ModelAliasInline,)
-    readonly_fields = ("created_at", "updated_at")
+    inlines = (ModelAliasInline, PriceHistoryInline)
+    readonly_fields = ("created_at", "updated_at", "current_prices", "new_prices_link")
     fieldsets = (
         (None, {"fields": ("id", "name", "enabled", "sort_order")}),
         (
             "Prices (USD per million tokens)",
             {
                 "description": (
-                    "A change reaches new requests within seconds (the gateway's catalog "
-                    "snapshot reloads); requests already billed keep the prices on their usage "
-                    "record."
+                    "Prices are versioned: a change is a new price version, effective from the "
+                    "moment it is saved, and reaches new requests within seconds (the gateway's "
+                    "catalog snapshot reloads). Requests admitted before keep the version they "
+                    "were admitted with, and every usage record names its version. "
+                    "The history is listed below."
                 ),
-                "fields": (
-                    "price_input",
-                    "price_output",
-                    "price_cache_read",
-                    "price_cache_write_5m",
-                    "price_cache_write_1h",
-                ),
+                "fields": ("current_prices", "new_prices_link"),
             },
         ),
         (
             "Capabilities and limits",
             {
                 "fields": (
+                    "max_output_tokens",
+                    "context_window",
                     "sampling",
                     "prompt_caching",
                     "vision",
                     "pdf",
                     "tools",
                     "structured_outputs",
+                    "thinking",
+                    "thinking_can_be_disabled",
+                    "forced_tool_choice",
                     "reasoning_efforts",
-                    "max_output_tokens",
-                    "context_window",
+                    "default_effort",
                 )
             },
         ),
@@ -87,11 +124,17 @@ class CatalogModelAdmin(admin.ModelAdmin):
             "Media (worst case per image and PDF page, for admission holds)",
             {"fields": ("image_max_tokens", "pdf_page_max_tokens", "pdf_max_pages")},
         ),
+        ("Source of the figures", {"fields": ("source_url", "checked_on")}),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Model]:
         return super().get_queryset(request).prefetch_related("aliases")
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "source_url":
+            kwargs["assume_scheme"] = "https"  # explicit, as Django 6 will default to it
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> tuple:
         # The id is what usage records and deployments refer to: fixed once created.
@@ -100,6 +143,108 @@ class CatalogModelAdmin(admin.ModelAdmin):
     @admin.display(description="Aliases")
     def aliases_list(self, obj: Model) -> str:
         return ", ".join(a.alias for a in obj.aliases.all())
+
+    @admin.display(description="Prices in force")
+    def current_prices(self, obj: Model) -> str:
+        if obj.pk is None:
+            return "—"
+        tiers = current_tiers(obj)
+        return (
+            describe_tiers(tiers) if tiers else "none: the model is not served until it has prices"
+        )
+
+    @admin.display(description="Change prices")
+    def new_prices_link(self, obj: Model) -> str:
+        if obj.pk is None:
+            return "Save the model first, then add its prices."
+        url = reverse("admin:catalog_priceversion_add") + f"?model={quote(obj.pk)}"
+        return format_html('<a href="{}">Add a new price version</a>', url)
+
+
+class PriceTierFormSet(forms.BaseInlineFormSet):
+    """The tiers of one version must cover every prompt size once (the file's rule too)."""
+
+    def clean(self) -> None:
+        super().clean()
+        bounds = [
+            form.cleaned_data.get("up_to_prompt_tokens")
+            for form in self.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        bounds.sort(key=lambda bound: (bound is None, bound or 0))
+        try:
+            check_tier_bounds(bounds)
+        except TierError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class PriceTierInline(admin.TabularInline):
+    model = PriceTier
+    formset = PriceTierFormSet
+    extra = 2
+    min_num = 1
+    fields = (
+        "up_to_prompt_tokens",
+        "price_input",
+        "price_output",
+        "price_cache_read",
+        "price_cache_write_5m",
+        "price_cache_write_1h",
+    )
+    verbose_name_plural = (
+        "Tiers by prompt size (input + cache read + cache write tokens); leave the bound of "
+        "the last tier empty"
+    )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None  # a saved version is history: never edited
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None
+
+
+class PriceVersionForm(forms.ModelForm):
+    class Meta:
+        model = PriceVersion
+        fields = ("model",)
+
+
+@admin.register(PriceVersion)
+class PriceVersionAdmin(admin.ModelAdmin):
+    """New prices for a model. Saved versions are read-only: a correction is a new version."""
+
+    form = PriceVersionForm
+    inlines = (PriceTierInline,)
+    list_display = ("model", "effective_from", "prices", "source")
+    list_filter = ("model",)
+    list_select_related = ("model",)
+    date_hierarchy = "effective_from"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PriceVersion]:
+        return super().get_queryset(request).prefetch_related("tiers")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        return ("model", "effective_from", "source", "created_at") if obj is not None else ()
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        return (
+            ("model", "effective_from", "source", "created_at") if obj is not None else ("model",)
+        )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Prices (USD per million tokens)")
+    def prices(self, obj: PriceVersion) -> str:
+        return _tiers_text(obj)
+
+    def save_model(self, request: HttpRequest, obj: PriceVersion, form: Any, change: bool) -> None:
+        obj.effective_from = timezone.now()
+        obj.source = f"admin: {request.user.get_username()}"[:200]
+        super().save_model(request, obj, form, change)
 
 
 class DeploymentModelInline(admin.TabularInline):

@@ -11,11 +11,14 @@ from catalog import crypto
 
 PRICE_FIELD = {"max_digits": 14, "decimal_places": 6, "validators": [MinValueValidator(Decimal(0))]}
 
-EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-
 
 class Model(models.Model):
-    """A model in the catalog. Prices are exact decimals in USD per million tokens."""
+    """A model in the catalog: limits and capabilities. Its prices are `PriceVersion`s."""
+
+    class Thinking(models.TextChoices):
+        ADAPTIVE = "adaptive", "Adaptive (effort)"
+        EXTENDED = "extended", "Extended (budget_tokens)"
+        NONE = "none", "None / not stated"
 
     id = models.CharField(primary_key=True, max_length=128, help_text="anthropic/claude-sonnet-5-5")
     name = models.CharField(max_length=200)
@@ -27,13 +30,16 @@ class Model(models.Model):
     tools = models.BooleanField(default=True)
     structured_outputs = models.BooleanField(default=True)
     reasoning_efforts = models.JSONField(default=list, blank=True, help_text='e.g. ["low", "high"]')
+    default_effort = models.CharField(max_length=16, blank=True)
+    thinking = models.CharField(max_length=16, choices=Thinking.choices, default=Thinking.NONE)
+    thinking_can_be_disabled = models.BooleanField(
+        default=True, help_text='Off where the provider refuses thinking {"type": "disabled"}.'
+    )
+    forced_tool_choice = models.BooleanField(
+        default=True, help_text="Off where the provider refuses a forced tool_choice (any/tool)."
+    )
     max_output_tokens = models.PositiveIntegerField()
     context_window = models.PositiveIntegerField()
-    price_input = models.DecimalField(**PRICE_FIELD)
-    price_output = models.DecimalField(**PRICE_FIELD)
-    price_cache_read = models.DecimalField(**PRICE_FIELD)
-    price_cache_write_5m = models.DecimalField(**PRICE_FIELD)
-    price_cache_write_1h = models.DecimalField(**PRICE_FIELD)
     # Worst-case media costs (catalog/media.py cites the documentation). Defaults: the largest
     # documented figures, so a model added by hand is never held too low.
     image_max_tokens = models.PositiveIntegerField(
@@ -45,6 +51,10 @@ class Model(models.Model):
     pdf_max_pages = models.PositiveIntegerField(
         default=600, help_text="PDF pages one request may carry (the provider refuses more)."
     )
+    source_url = models.URLField(
+        max_length=500, blank=True, help_text="Where the figures come from."
+    )
+    checked_on = models.DateField(null=True, blank=True, help_text="When they were last checked.")
     sort_order = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -58,6 +68,48 @@ class Model(models.Model):
     @property
     def default_upstream_id(self) -> str:
         return self.id.split("/", 1)[-1]
+
+
+class PriceVersion(models.Model):
+    """A model's prices from `effective_from` on. Never edited: a change is a new version.
+
+    A request is billed at the version that was current when it was admitted (the gateway's
+    catalog snapshot), and its usage record names the version, so history is never rewritten.
+    """
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="price_versions")
+    effective_from = models.DateTimeField(db_index=True)
+    source = models.CharField(max_length=200, blank=True, help_text="Who or what set it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["model_id", "-effective_from", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} prices v{self.pk} from {self.effective_from:%Y-%m-%d %H:%M:%S}"
+
+
+class PriceTier(models.Model):
+    """Prices of one version for prompts up to `up_to_prompt_tokens` (empty: no bound).
+
+    USD per million tokens, exact decimals. The prompt counts input, cache-read and
+    cache-write tokens.
+    """
+
+    version = models.ForeignKey(PriceVersion, on_delete=models.CASCADE, related_name="tiers")
+    up_to_prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    price_input = models.DecimalField(**PRICE_FIELD)
+    price_output = models.DecimalField(**PRICE_FIELD)
+    price_cache_read = models.DecimalField(**PRICE_FIELD)
+    price_cache_write_5m = models.DecimalField(**PRICE_FIELD)
+    price_cache_write_1h = models.DecimalField(**PRICE_FIELD)
+
+    class Meta:
+        ordering = ["version_id", models.F("up_to_prompt_tokens").asc(nulls_last=True)]
+
+    def __str__(self) -> str:
+        bound = self.up_to_prompt_tokens
+        return f"up to {bound:,} prompt tokens" if bound is not None else "any prompt size"
 
 
 class ModelAlias(models.Model):

@@ -1,29 +1,55 @@
-"""Reads of the catalog for pages and the public model list."""
+"""Reads of the catalog: the public model list, current prices and their history."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from billing.pricing import PRICE_KINDS
+from catalog.schema import TierFigures
 from catalog.snapshot import CatalogSnapshot, ModelInfo
+
+if TYPE_CHECKING:
+    from catalog.models import Model, PriceTier, PriceVersion
+
+_COLUMNS = (
+    "price_input",
+    "price_output",
+    "price_cache_read",
+    "price_cache_write_5m",
+    "price_cache_write_1h",
+)
+
+
+def public_capabilities(m: ModelInfo) -> dict[str, Any]:
+    return {
+        "sampling": m.sampling,
+        "promptCaching": m.prompt_caching,
+        "vision": m.vision,
+        "pdf": m.pdf,
+        "tools": m.tools,
+        "structuredOutputs": m.structured_outputs,
+        "thinking": m.thinking,
+        "thinkingCanBeDisabled": m.thinking_can_be_disabled,
+        "forcedToolChoice": m.forced_tool_choice,
+        "reasoningEfforts": list(m.reasoning_efforts),
+        "defaultEffort": m.default_effort,
+    }
 
 
 def public_model(m: ModelInfo) -> dict[str, Any]:
+    """A model as GET /api/models shows it. Prices are USD per million tokens, as plain
+    decimal strings; `pricing` is the first tier, `pricingTiers` every tier."""
     return {
         "id": m.id,
         "name": m.name,
         "aliases": list(m.aliases),
-        "capabilities": {
-            "sampling": m.sampling,
-            "promptCaching": m.prompt_caching,
-            "vision": m.vision,
-            "pdf": m.pdf,
-            "tools": m.tools,
-            "structuredOutputs": m.structured_outputs,
-            "reasoningEfforts": list(m.reasoning_efforts),
-        },
+        "capabilities": public_capabilities(m),
         "maxOutputTokens": m.max_output_tokens,
         "contextWindow": m.context_window,
-        "pricing": m.prices.as_usd_strings(),
+        "pricing": m.pricing.first.as_usd_strings(),
+        "pricingTiers": [tier.as_public() for tier in m.pricing.tiers],
+        "priceVersion": m.pricing.version,
+        "source": {"url": m.source_url or None, "checked": m.checked_on or None},
         # Worst-case tokens per image and PDF page: what an admission hold counts for media.
         "media": m.media.as_public(),
     }
@@ -31,3 +57,24 @@ def public_model(m: ModelInfo) -> dict[str, Any]:
 
 def public_catalog(snapshot: CatalogSnapshot) -> dict[str, Any]:
     return {"data": [public_model(m) for m in snapshot.models]}
+
+
+def tier_figures(tier: PriceTier) -> TierFigures:
+    return TierFigures(
+        tier.up_to_prompt_tokens,
+        {kind: getattr(tier, column) for kind, column in zip(PRICE_KINDS, _COLUMNS, strict=True)},
+    )
+
+
+def price_history(model: Model) -> list[PriceVersion]:
+    """The model's price versions, newest first, with their tiers prefetched."""
+    return list(model.price_versions.prefetch_related("tiers").order_by("-effective_from", "-id"))
+
+
+def current_tiers(model: Model) -> list[TierFigures] | None:
+    """The prices in force (the newest version that has tiers), or None if there are none."""
+    for version in price_history(model):
+        tiers = list(version.tiers.all())
+        if tiers:
+            return [tier_figures(t) for t in tiers]
+    return None

@@ -1,44 +1,75 @@
-"""Writes to the catalog: loading the bundled data file, deployments, version bumps."""
+"""Writes to the catalog: loading a catalog file, price versions, deployments, version bumps."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
-from catalog.models import CatalogVersion, Deployment, DeploymentModel, Model, ModelAlias
+from billing.pricing import PRICE_KINDS
+from catalog.models import (
+    CatalogVersion,
+    Deployment,
+    DeploymentModel,
+    Model,
+    ModelAlias,
+    PriceTier,
+    PriceVersion,
+)
+from catalog.schema import (
+    MEDIA_FIELDS,
+    CatalogDataError,
+    CatalogEntry,
+    TierFigures,
+    parse_catalog,
+)
+from catalog.selectors import current_tiers
+from ezat import money
+
+__all__ = ["BUNDLED_CATALOG", "CatalogDataError", "LoadReport", "load_catalog"]
 
 BUNDLED_CATALOG = Path(__file__).parent / "data" / "models.json"
 
-_CAPABILITY_FIELDS = {
-    "sampling": "sampling",
-    "promptCaching": "prompt_caching",
-    "vision": "vision",
-    "pdf": "pdf",
-    "tools": "tools",
-    "structuredOutputs": "structured_outputs",
+# catalog.Model field → its JSON key, for change reports.
+_REPORTED_FIELDS = {
+    "name": "name",
+    "context_window": "contextWindow",
+    "max_output_tokens": "maxOutputTokens",
+    "source_url": "source.url",
+    "checked_on": "source.checked",
+    "sampling": "capabilities.sampling",
+    "prompt_caching": "capabilities.promptCaching",
+    "vision": "capabilities.vision",
+    "pdf": "capabilities.pdf",
+    "tools": "capabilities.tools",
+    "structured_outputs": "capabilities.structuredOutputs",
+    "reasoning_efforts": "capabilities.reasoningEfforts",
+    "default_effort": "capabilities.defaultEffort",
+    "thinking": "capabilities.thinking",
+    "thinking_can_be_disabled": "capabilities.thinkingCanBeDisabled",
+    "forced_tool_choice": "capabilities.forcedToolChoice",
+    **{field: f"media.{key}" for key, field in MEDIA_FIELDS.items()},
 }
-_MEDIA_FIELDS = {
-    "imageMaxTokens": "image_max_tokens",
-    "pdfPageMaxTokens": "pdf_page_max_tokens",
-    "pdfMaxPages": "pdf_max_pages",
-}
-_PRICE_FIELDS = {
-    "input": "price_input",
-    "output": "price_output",
-    "cacheRead": "price_cache_read",
-    "cacheWrite5m": "price_cache_write_5m",
-    "cacheWrite1h": "price_cache_write_1h",
-}
-
-
-class CatalogDataError(ValueError):
-    """The catalog file is malformed; the message names the entry and field."""
+_TIER_COLUMNS = dict(
+    zip(
+        PRICE_KINDS,
+        (
+            "price_input",
+            "price_output",
+            "price_cache_read",
+            "price_cache_write_5m",
+            "price_cache_write_1h",
+        ),
+        strict=True,
+    )
+)
 
 
 def bump_catalog_version() -> None:
@@ -47,65 +78,148 @@ def bump_catalog_version() -> None:
         CatalogVersion.objects.get_or_create(pk=1, defaults={"version": 1})
 
 
-def _price(entry_id: str, field: str, value: Any) -> Decimal:
-    if isinstance(value, float):
-        raise CatalogDataError(f"{entry_id}: pricing.{field} must be a decimal string, not a float")
-    try:
-        price = Decimal(str(value))
-    except InvalidOperation as exc:
-        raise CatalogDataError(f"{entry_id}: pricing.{field} is not a number") from exc
-    if price < 0 or price.as_tuple().exponent < -6:  # type: ignore[operator]
-        raise CatalogDataError(f"{entry_id}: pricing.{field} must be ≥ 0 with ≤ 6 decimals")
-    return price
-
-
-def _model_fields(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
-    entry_id = entry["id"]
-    caps = entry["capabilities"]
-    fields: dict[str, Any] = {
-        "name": entry["name"],
-        "max_output_tokens": int(entry["maxOutputTokens"]),
-        "context_window": int(entry["contextWindow"]),
-        "reasoning_efforts": list(caps.get("reasoningEfforts", [])),
-        "sort_order": position,
-    }
-    for key, field in _CAPABILITY_FIELDS.items():
-        fields[field] = bool(caps[key])
-    for key, field in _PRICE_FIELDS.items():
-        fields[field] = _price(entry_id, key, entry["pricing"][key])
-    media = entry.get("media")
-    if media is not None:
-        for key, field in _MEDIA_FIELDS.items():
-            value = media[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CatalogDataError(f"{entry_id}: media.{key} must be a positive integer")
-            fields[field] = value
-    return fields
-
-
-@transaction.atomic
-def load_catalog(path: Path = BUNDLED_CATALOG) -> tuple[int, int]:
-    """Create or update every model and alias in the file. Returns (created, updated)."""
+def read_catalog_file(path: Path) -> list[CatalogEntry]:
+    """Every entry of the file, validated; CatalogDataError names the entry and field."""
     try:
         data = json.loads(path.read_text())
-        entries = data["models"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise CatalogDataError(f"cannot read {path}: {exc}") from exc
-    created = updated = 0
-    for position, entry in enumerate(entries):
-        try:
-            fields = _model_fields(entry, position)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CatalogDataError(f"entry {position}: missing or bad field {exc}") from exc
-        model, was_created = Model.objects.update_or_create(id=entry["id"], defaults=fields)
-        created += was_created
-        updated += not was_created
-        for alias in entry.get("aliases", []):
-            ModelAlias.objects.update_or_create(
-                alias=alias.strip().lower(), defaults={"model": model}
+    return parse_catalog(data)
+
+
+def create_price_version(
+    model: Model, tiers: Sequence[TierFigures], *, source: str
+) -> PriceVersion:
+    """New prices for `model`, effective now. Earlier versions stay as they are (history)."""
+    version = PriceVersion.objects.create(
+        model=model, effective_from=timezone.now(), source=source[:200]
+    )
+    PriceTier.objects.bulk_create(
+        PriceTier(
+            version=version,
+            up_to_prompt_tokens=tier.up_to_prompt_tokens,
+            **{_TIER_COLUMNS[kind]: tier.prices[kind] for kind in PRICE_KINDS},
+        )
+        for tier in tiers
+    )
+    return version
+
+
+def describe_tiers(tiers: Sequence[TierFigures]) -> str:
+    """One line per price set: `input 2, output 10, …` (tiers separated by `; `)."""
+    parts = []
+    for tier in tiers:
+        prices = ", ".join(f"{kind} {money.plain(tier.prices[kind])}" for kind in PRICE_KINDS)
+        bound = tier.up_to_prompt_tokens
+        if len(tiers) > 1:
+            prices = (f"up to {bound:,} prompt tokens: " if bound else "above: ") + prices
+        parts.append(prices)
+    return "; ".join(parts)
+
+
+def _same_tiers(a: Sequence[TierFigures], b: Sequence[TierFigures]) -> bool:
+    return len(a) == len(b) and all(
+        x.up_to_prompt_tokens == y.up_to_prompt_tokens
+        and all(Decimal(x.prices[k]) == Decimal(y.prices[k]) for k in PRICE_KINDS)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+
+
+@dataclass
+class LoadReport:
+    """What a load changed (or, with `check`, would change)."""
+
+    created: int = 0
+    updated: int = 0
+    new_price_versions: int = 0
+    changes: list[str] = field(default_factory=list)
+    written: bool = False
+
+
+def _fields(entry: CatalogEntry) -> dict[str, Any]:
+    return {
+        "name": entry.name,
+        "context_window": entry.context_window,
+        "max_output_tokens": entry.max_output_tokens,
+        "source_url": entry.source_url,
+        "checked_on": entry.checked_on,
+        "sort_order": entry.position,
+        **{
+            k: ("" if k == "default_effort" and v is None else v)
+            for k, v in entry.capabilities.items()
+        },
+        **entry.media,  # only when the entry states it: else the model keeps its own
+    }
+
+
+def _plan(entries: list[CatalogEntry], report: LoadReport) -> list[tuple[CatalogEntry, bool]]:
+    """Fill `report` with the differences; returns (entry, needs new prices) per entry."""
+    existing = {m.id: m for m in Model.objects.filter(id__in=[e.id for e in entries])}
+    aliases = dict(ModelAlias.objects.values_list("alias", "model_id"))
+    plan = []
+    for entry in entries:
+        model = existing.get(entry.id)
+        if model is None:
+            report.created += 1
+            report.changes.append(f"+ {entry.id}: new model ({entry.name})")
+        else:
+            fields = _fields(entry)
+            changed = [
+                f"~ {entry.id}: {key} {_shown(getattr(model, name))} → {_shown(fields[name])}"
+                for name, key in _REPORTED_FIELDS.items()
+                if name in fields and getattr(model, name) != fields[name]
+            ]
+            report.updated += bool(changed)
+            report.changes.extend(changed)
+        for alias in entry.aliases:
+            owner = aliases.get(alias)
+            if owner is None:
+                report.changes.append(f"+ {entry.id}: alias {alias!r}")
+            elif owner != entry.id:
+                report.changes.append(f"~ alias {alias!r}: {owner} → {entry.id}")
+        old = current_tiers(model) if model is not None else None
+        needs_prices = old is None or not _same_tiers(old, entry.tiers)
+        if needs_prices:
+            report.new_price_versions += 1
+            if old:
+                report.changes.append(f"~ {entry.id}: prices were {describe_tiers(old)}")
+            report.changes.append(
+                f"{'+' if not old else '~'} {entry.id}: new price version, effective when "
+                f"loaded: {describe_tiers(entry.tiers)}"
             )
-    bump_catalog_version()
-    return created, updated
+        plan.append((entry, needs_prices))
+    return plan
+
+
+def load_catalog(
+    path: Path = BUNDLED_CATALOG, *, check: bool = False, source: str | None = None
+) -> LoadReport:
+    """Create or update every model, alias and price in the file.
+
+    The file is validated whole first: a bad value refuses it with nothing written. Changed
+    prices become a new price version effective from this moment; requests admitted before it
+    keep the version they were admitted with. `check=True` reports and writes nothing.
+    Models in the database but not in the file are left alone (an operator's own models).
+    """
+    entries = read_catalog_file(path)
+    with transaction.atomic():
+        report = LoadReport()
+        plan = _plan(entries, report)
+        if check:
+            return report
+        for entry, needs_prices in plan:
+            model, _ = Model.objects.update_or_create(id=entry.id, defaults=_fields(entry))
+            for alias in entry.aliases:
+                ModelAlias.objects.update_or_create(alias=alias, defaults={"model": model})
+            if needs_prices:
+                create_price_version(model, entry.tiers, source=source or f"load_catalog {path}")
+        bump_catalog_version()
+        report.written = True
+        return report
 
 
 @transaction.atomic

@@ -5,10 +5,17 @@ from __future__ import annotations
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from catalog.models import Deployment, DeploymentModel, Model, ModelAlias
+from catalog.models import (
+    Deployment,
+    DeploymentModel,
+    Model,
+    ModelAlias,
+    PriceTier,
+    PriceVersion,
+)
 from catalog.services import bump_catalog_version
 
-_WATCHED = (Model, ModelAlias, Deployment, DeploymentModel)
+_WATCHED = (Model, ModelAlias, PriceVersion, PriceTier, Deployment, DeploymentModel)
 
 
 @receiver(post_save)

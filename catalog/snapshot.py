@@ -11,12 +11,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from billing.pricing import Prices
+from billing.pricing import Prices, PriceSchedule, PriceTier, TierError
 from catalog.crypto import ProviderKeyDecryptionError
 from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
 
@@ -54,10 +55,16 @@ class ModelInfo:
     reasoning_efforts: tuple[str, ...]
     max_output_tokens: int
     context_window: int
-    prices: Prices
+    pricing: PriceSchedule
     routes: tuple[Route, ...]
     created_at: str
     media: MediaFigures = CONSERVATIVE_FIGURES
+    default_effort: str | None = None
+    thinking: str = "none"
+    thinking_can_be_disabled: bool = True
+    forced_tool_choice: bool = True
+    source_url: str = ""
+    checked_on: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +111,15 @@ def build_snapshot() -> CatalogSnapshot:
             Route(infos[link.deployment_id], link.effective_upstream_id)
         )
     serve_all = [infos[d.id] for d in deployments.values() if d.serves_all_models]
+    schedules = _current_schedules()
     models = []
     by_name: dict[str, ModelInfo] = {}
     for m in Model.objects.filter(enabled=True).prefetch_related("aliases"):
+        pricing = schedules.get(m.id)
+        if pricing is None:
+            # Nothing to bill it at: not served until an operator gives it prices.
+            logger.error("model has no prices; not served", extra={"model": m.id})
+            continue
         routes = explicit.get(m.id, []) + [Route(d, m.default_upstream_id) for d in serve_all]
         info = ModelInfo(
             id=m.id,
@@ -121,22 +134,62 @@ def build_snapshot() -> CatalogSnapshot:
             reasoning_efforts=tuple(m.reasoning_efforts),
             max_output_tokens=m.max_output_tokens,
             context_window=m.context_window,
-            prices=Prices.from_decimals(
-                m.price_input,
-                m.price_output,
-                m.price_cache_read,
-                m.price_cache_write_5m,
-                m.price_cache_write_1h,
-            ),
+            pricing=pricing,
             routes=tuple(sorted(routes, key=lambda r: r.deployment.id)),
             created_at=m.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
             media=MediaFigures(m.image_max_tokens, m.pdf_page_max_tokens, m.pdf_max_pages),
+            default_effort=m.default_effort or None,
+            thinking=m.thinking,
+            thinking_can_be_disabled=m.thinking_can_be_disabled,
+            forced_tool_choice=m.forced_tool_choice,
+            source_url=m.source_url,
+            checked_on=m.checked_on.isoformat() if m.checked_on else "",
         )
         models.append(info)
         by_name[m.id.lower()] = info
         for alias in info.aliases:
             by_name.setdefault(alias, info)
     return CatalogSnapshot(version=version, models=tuple(models), by_name=by_name)
+
+
+def _current_schedules() -> dict[str, PriceSchedule]:
+    """Each model's prices in force: its newest price version that has tiers."""
+    from catalog.models import PriceVersion
+
+    schedules: dict[str, PriceSchedule] = {}
+    versions = PriceVersion.objects.prefetch_related("tiers").order_by(
+        "model_id", "-effective_from", "-id"
+    )
+    for version in versions:
+        tiers = list(version.tiers.all())
+        if version.model_id in schedules or not tiers:
+            continue
+        try:
+            schedules[version.model_id] = _schedule(version.pk, tiers)
+        except TierError:
+            # Written around the validation (raw SQL, a shell): this version cannot bill. The
+            # model falls back to its previous good version rather than taking the catalog down.
+            logger.exception("price version has bad tiers; skipped", extra={"version": version.pk})
+    return schedules
+
+
+def _schedule(version: int, tiers: list[Any]) -> PriceSchedule:
+    return PriceSchedule(
+        version=version,
+        tiers=tuple(
+            PriceTier(
+                t.up_to_prompt_tokens,
+                Prices.from_decimals(
+                    t.price_input,
+                    t.price_output,
+                    t.price_cache_read,
+                    t.price_cache_write_5m,
+                    t.price_cache_write_1h,
+                ),
+            )
+            for t in tiers
+        ),
+    )
 
 
 def _read_version() -> int:

@@ -21,6 +21,7 @@ from gateway.upstream import client
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[ApiRequest, Send], Awaitable[int]]
+_LOOKUP_PREFIXES = (models.ANTHROPIC_PREFIX, models.OPENAI_PREFIX)
 
 
 class GatewayApp:
@@ -39,6 +40,11 @@ class GatewayApp:
             "GET": responses.get_response,
             "DELETE": responses.delete_response,
         }
+        # /v1/models/{id} (Anthropic's shape) and /openai/v1/models/{id} (OpenAI's)
+        self.lookups: dict[bool, Handler] = {
+            False: models.anthropic_model_lookup,
+            True: models.openai_model_lookup,
+        }
 
     def resolve(self, method: str, path: str) -> tuple[Handler | None, bool]:
         """(handler, whether the path exists for some method)."""
@@ -47,6 +53,10 @@ class GatewayApp:
             return handler, True
         if any(p == path for (_, p) in self.routes):
             return None, True
+        if path.startswith(_LOOKUP_PREFIXES):
+            # GET /v1/models/{id}: ids hold a "/", so the rest of the decoded path is the id.
+            lookup = self.lookups[path.startswith("/openai/")]
+            return (lookup if method == "GET" else None), True
         if path.startswith(responses.PREFIX):
             rest = path[len(responses.PREFIX) :]
             if rest and "/" not in rest:

@@ -20,7 +20,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.keycache import KeyInfo
-from billing.pricing import worst_case_nano
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
@@ -140,8 +139,9 @@ class Exchange:
             )
         self._order = order
         if billable:
-            self.hold_nano = worst_case_nano(
-                min(input_estimate, self.model.context_window), max_tokens, self.model.prices
+            # The tier of the worst case: the prompt is at most the estimate.
+            self.hold_nano = self.model.pricing.worst_case_nano(
+                min(input_estimate, self.model.context_window), max_tokens
             )
         candidates = (
             tuple((r.deployment.id, r.deployment.max_concurrency) for r in order)
@@ -476,7 +476,7 @@ class Exchange:
             model_name=self.model_name,
             deployment=self.route.deployment.name if self.route else "",
             tokens=tokens,
-            prices=self.model.prices,
+            pricing=self.model.pricing,  # the version admitted with, whatever loads later
             started_at=self.started_at,
             output_exact=tracker.exact,
             status=status,

@@ -18,7 +18,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiKey, ManagementKey
-from billing.pricing import nano_to_usd, usd_to_nano
+from billing.pricing import usd_to_nano
+from ezat import money
 
 USD_DECIMALS = 9
 # Far below the BigInteger ceiling (≈ 9.2e9 USD in nano), far above any sane cap.
@@ -35,7 +36,7 @@ USD_SCHEMA = {
 
 
 def format_usd(nano: int) -> str:
-    return f"{nano_to_usd(nano):.{USD_DECIMALS}f}"
+    return money.usd_from_nano(nano, USD_DECIMALS)
 
 
 @extend_schema_field(USD_SCHEMA)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts import keys
 from accounts.api.serializers import DateOrDateTimeField, UsdField, validate_range
 from billing.api.selectors import GROUP_BY_CHOICES
 from billing.models import LedgerEntry, UsageRecord
+from billing.pricing import PRICE_KINDS
+from billing.selectors import itemised_cost
 
 
 class RangeQuerySerializer(serializers.Serializer):
@@ -126,6 +129,33 @@ class UsageSummarySerializer(serializers.Serializer):
     rows = UsageRowSerializer(many=True, read_only=True)
 
 
+class CostItemSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=list(PRICE_KINDS), read_only=True)
+    tokens = serializers.IntegerField(read_only=True)
+    usd_per_mtok = serializers.CharField(
+        read_only=True, help_text='The price applied, USD per million tokens ("0.125").'
+    )
+    usd = serializers.CharField(
+        read_only=True, help_text="tokens × price, exact (up to 12 decimals), before rounding."
+    )
+
+
+class ItemisedCostSerializer(serializers.Serializer):
+    price_version = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The catalog price version that billed it."
+    )
+    up_to_prompt_tokens = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="Upper bound of the price tier applied; null for the last (unbounded) tier.",
+    )
+    prompt_tokens = serializers.IntegerField(
+        read_only=True, help_text="Input + cache-read + cache-write tokens: selects the tier."
+    )
+    items = CostItemSerializer(many=True, read_only=True)
+    total_usd = UsdField(source="total_nano", help_text="Σ items rounded once, half up.")
+
+
 class UsageRecordSerializer(serializers.Serializer):
     time = serializers.DateTimeField(source="created_at", read_only=True, help_text="Recorded.")
     started_at = serializers.DateTimeField(read_only=True)
@@ -139,6 +169,7 @@ class UsageRecordSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=UsageRecord.Status.values, read_only=True)
     tokens = TokensSerializer(source="*", read_only=True)
     cost_usd = UsdField(source="cost_nano")
+    cost = serializers.SerializerMethodField(help_text="The cost, itemised.")
     output_exact = serializers.BooleanField(
         read_only=True, help_text="False when output tokens were estimated (e.g. a disconnect)."
     )
@@ -148,6 +179,10 @@ class UsageRecordSerializer(serializers.Serializer):
     attempts = serializers.ListField(
         child=serializers.DictField(), read_only=True, help_text="Upstream attempts, in order."
     )
+
+    @extend_schema_field(ItemisedCostSerializer)
+    def get_cost(self, record: UsageRecord) -> dict[str, Any]:
+        return ItemisedCostSerializer(itemised_cost(record)).data
 
 
 class LedgerEntrySerializer(serializers.Serializer):

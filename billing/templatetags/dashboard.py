@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from billing.pricing import nano_to_usd
+from ezat import money
 
 register = template.Library()
 
@@ -36,9 +37,10 @@ def format_usd(nano: int | None, *, sign: bool = False) -> str:
     amount = abs(amount)
     cents = amount.quantize(Decimal("0.01"))
     if cents == amount:
-        text = f"{cents:.2f}"
+        text = money.fixed(cents, 2)
     else:
-        text = f"{amount.quantize(Decimal('0.000001'), rounding=ROUND_HALF_UP):.6f}".rstrip("0")
+        sixth = amount.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+        text = money.fixed(sixth, 6).rstrip("0")
     whole, _, frac = text.partition(".")
     text = f"${_group(whole)}.{frac}"
     if negative:

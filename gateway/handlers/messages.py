@@ -61,6 +61,12 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             media = tally_messages(body, model.media)
         except InvalidMedia as exc:
             raise invalid_media(exc) from None
+        validation.check_model_rules(
+            body,
+            model_id=model.id,
+            forced_tool_choice=model.forced_tool_choice,
+            thinking_can_be_disabled=model.thinking_can_be_disabled,
+        )
         stripped = not model.prompt_caching and validation.strip_cache_control(body)
         output_config = body.get("output_config")
         effort = output_config.get("effort") if isinstance(output_config, dict) else None

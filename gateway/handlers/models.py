@@ -1,50 +1,138 @@
-"""GET /v1/models (Anthropic's list shape) and GET /openai/v1/models (OpenAI's)."""
+"""The model list and model lookup, in Anthropic's shape on /v1 and OpenAI's on /openai/v1.
+
+- `GET /v1/models` pages like Anthropic's: `limit` (1–1000, default 20), `after_id` or
+  `before_id`, answering `data`, `first_id`, `last_id`, `has_more` (reference/protocol.md 1.11;
+  the A-SDK pages on with `after_id=last_id`, or `before_id=first_id` when paging backwards).
+- `GET /v1/models/{id}` and `GET /openai/v1/models/{id}`: one model, by canonical id or alias,
+  any case. Ids contain a `/`; the SDKs send it percent-encoded (`anthropic%2Fclaude-…`), and the
+  ASGI server hands us the decoded `scope["path"]`, so the raw and encoded forms arrive alike.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import parse_qs
+
 import orjson
 
-from gateway.errors import GatewayError
-from gateway.handlers.common import ANTHROPIC, OPENAI, ApiFormat, authenticate, snapshot
+from catalog.snapshot import CatalogSnapshot, ModelInfo
+from gateway.errors import GatewayError, invalid
+from gateway.handlers.common import (
+    ANTHROPIC,
+    OPENAI,
+    ApiFormat,
+    authenticate,
+    resolve_model,
+    snapshot,
+)
 from gateway.http import JSON_CT, ApiRequest, Send, base_headers, send_response
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1000
+ANTHROPIC_PREFIX = "/v1/models/"
+OPENAI_PREFIX = "/openai/v1/models/"
+
+
+def anthropic_model(m: ModelInfo) -> dict[str, Any]:
+    """Anthropic's ModelInfo (A-SDK `types/model_info.py`). `capabilities` is left out (it is
+    optional): its keys cover provider features (batch, server tools) this gateway does not
+    offer; GET /api/models has the catalog's own capabilities."""
+    return {
+        "type": "model",
+        "id": m.id,
+        "display_name": m.name,
+        "created_at": m.created_at,
+        "lifecycle": "active",
+        "deprecated_at": None,
+        "retires_at": None,
+        "max_input_tokens": m.context_window,
+        "max_tokens": m.max_output_tokens,
+    }
+
+
+def openai_model(m: ModelInfo) -> dict[str, Any]:
+    """OpenAI's Model object (O-SPEC `Model`)."""
+    return {"id": m.id, "object": "model", "created": 0, "owned_by": m.id.split("/", 1)[0]}
+
+
+def _one_param(params: dict[str, list[str]], name: str) -> str | None:
+    values = params.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise invalid(f"{name}: give it once", name)
+    return values[0]
+
+
+def _cursor(snap: CatalogSnapshot, params: dict[str, list[str]], name: str) -> int | None:
+    value = _one_param(params, name)
+    if value is None:
+        return None
+    model = snap.resolve(value)
+    if model is None:
+        raise invalid(f"{name}: no model with id {value!r}", name)
+    return snap.models.index(model)
+
+
+def page(snap: CatalogSnapshot, query: bytes) -> dict[str, Any]:
+    """One page of the Anthropic-shaped list, or a 400 naming the bad parameter."""
+    try:
+        params = parse_qs(query.decode("latin-1"), keep_blank_values=True, strict_parsing=False)
+    except ValueError:
+        raise invalid("the query string cannot be parsed") from None
+    raw_limit = _one_param(params, "limit")
+    limit = DEFAULT_LIMIT
+    if raw_limit is not None:
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIMIT:
+            raise invalid(f"limit: must be an integer between 1 and {MAX_LIMIT}", "limit")
+        limit = int(raw_limit)
+    after = _cursor(snap, params, "after_id")
+    before = _cursor(snap, params, "before_id")
+    if after is not None and before is not None:
+        raise invalid("before_id, after_id: give at most one of them", "before_id")
+    models = snap.models
+    if before is not None:
+        start = max(before - limit, 0)
+        chosen, has_more = models[start:before], start > 0
+    else:
+        start = 0 if after is None else after + 1
+        chosen, has_more = models[start : start + limit], start + limit < len(models)
+    data = [anthropic_model(m) for m in chosen]
+    return {
+        "data": data,
+        "has_more": has_more,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+    }
+
+
+async def _answer(request: ApiRequest, send: Send, payload: dict[str, Any]) -> int:
+    headers = base_headers(request.request_id) + [JSON_CT]
+    await send_response(send, 200, orjson.dumps(payload), headers)
+    return 200
 
 
 async def list_models(request: ApiRequest, send: Send, fmt: ApiFormat) -> int:
     try:
         await authenticate(request, fmt)
+        snap = await snapshot()
+        if fmt.is_openai:
+            payload = {"object": "list", "data": [openai_model(m) for m in snap.models]}
+        else:
+            payload = page(snap, request.query)
     except GatewayError as err:
         return await fmt.send_error(send, request, err)
-    models = (await snapshot()).models
-    if fmt.is_openai:
-        payload = {
-            "object": "list",
-            "data": [
-                {"id": m.id, "object": "model", "created": 0, "owned_by": m.id.split("/", 1)[0]}
-                for m in models
-            ],
-        }
-    else:
-        data = [
-            {
-                "type": "model",
-                "id": m.id,
-                "display_name": m.name,
-                "created_at": m.created_at,
-                "max_input_tokens": m.context_window,
-                "max_tokens": m.max_output_tokens,
-            }
-            for m in models
-        ]
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-    await send_response(
-        send, 200, orjson.dumps(payload), base_headers(request.request_id) + [JSON_CT]
-    )
-    return 200
+    return await _answer(request, send, payload)
+
+
+async def get_model(request: ApiRequest, send: Send, fmt: ApiFormat, name: str) -> int:
+    try:
+        await authenticate(request, fmt)
+        model = resolve_model(await snapshot(), name, fmt)
+    except GatewayError as err:
+        return await fmt.send_error(send, request, err)
+    shape = openai_model if fmt.is_openai else anthropic_model
+    return await _answer(request, send, shape(model))
 
 
 async def anthropic_models(request: ApiRequest, send: Send) -> int:
@@ -53,3 +141,15 @@ async def anthropic_models(request: ApiRequest, send: Send) -> int:
 
 async def openai_models(request: ApiRequest, send: Send) -> int:
     return await list_models(request, send, OPENAI)
+
+
+async def anthropic_model_lookup(request: ApiRequest, send: Send) -> int:
+    return await get_model(request, send, ANTHROPIC, _model_id(request.path, ANTHROPIC_PREFIX))
+
+
+async def openai_model_lookup(request: ApiRequest, send: Send) -> int:
+    return await get_model(request, send, OPENAI, _model_id(request.path, OPENAI_PREFIX))
+
+
+def _model_id(path: str, prefix: str) -> str:
+    return path.rstrip("/")[len(prefix) :]

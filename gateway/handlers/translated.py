@@ -50,6 +50,8 @@ def caps(model: ModelInfo) -> ModelCaps:
         reasoning_efforts=model.reasoning_efforts,
         max_output_tokens=model.max_output_tokens,
         media=model.media,
+        thinking_can_be_disabled=model.thinking_can_be_disabled,
+        forced_tool_choice=model.forced_tool_choice,
     )
 
 

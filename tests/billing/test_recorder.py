@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from billing import recorder
 from billing.models import UsageRecord
-from billing.pricing import Prices, TokenCounts
+from billing.pricing import Prices, PriceSchedule, TokenCounts
 from tests.billing.factories import make_org
 
 pytestmark = pytest.mark.django_db(transaction=True)  # rows are written from worker threads
@@ -29,7 +29,7 @@ def usage(org_id: int, request_id: str, output: int = 10) -> recorder.UsageData:
         model_name="sonnet",
         deployment="d",
         tokens=TokenCounts(input=100, output=output, cache_read=1000, cache_write_5m=50),
-        prices=PRICES,
+        pricing=PriceSchedule.flat(PRICES),
         started_at=timezone.now(),
     )
 

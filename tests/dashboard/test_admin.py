@@ -227,18 +227,80 @@ def test_enable_disable_actions_bump_the_catalog(operator: Client, deployment: D
 
 
 def test_price_change_never_rewrites_usage(world: World, operator: Client) -> None:
+    """A price change in the admin is a new version, effective now; history stays."""
+    from catalog.models import PriceVersion
     from catalog.services import load_catalog
 
     load_catalog()
     model = Model.objects.get(id="anthropic/claude-sonnet-5-5")
+    first = PriceVersion.objects.get(model=model)
     record = UsageRecord.objects.get(request_id=world.a.request_id)
-    url = reverse("admin:catalog_model_change", args=[model.pk])
-    html = _html(operator.get(url))
-    assert "Prices (USD per million tokens)" in html
-    model.price_input = 99
-    model.save()
+    html = _html(operator.get(reverse("admin:catalog_model_change", args=[model.pk])))
+    assert "Prices (USD per million tokens)" in html and "Add a new price version" in html
+    assert "input 2, output 10, cacheRead 0.2, cacheWrite5m 2.5, cacheWrite1h 4" in html
+
+    tiers = {
+        "tiers-TOTAL_FORMS": "1",
+        "tiers-INITIAL_FORMS": "0",
+        "tiers-MIN_NUM_FORMS": "1",
+        "tiers-MAX_NUM_FORMS": "1000",
+        "tiers-0-up_to_prompt_tokens": "",
+        "tiers-0-price_input": "99",
+        "tiers-0-price_output": "100",
+        "tiers-0-price_cache_read": "9.9",
+        "tiers-0-price_cache_write_5m": "123.75",
+        "tiers-0-price_cache_write_1h": "198",
+    }
+    add = reverse("admin:catalog_priceversion_add")
+    response = operator.post(add, {"model": model.pk, **tiers})
+    assert response.status_code == 302, _html(response)
+    newest = PriceVersion.objects.filter(model=model).exclude(pk=first.pk).get()
+    assert newest.source == "admin: ops" and newest.effective_from > first.effective_from
     record.refresh_from_db()
     assert record.prices["input"] == "3" and record.cost_nano == 6_000_000
+
+    html = _html(operator.get(reverse("admin:catalog_model_change", args=[model.pk])))
+    # The history lists both versions, newest first; the one in force is the new one.
+    assert html.index("input 99, output 100") < html.index("input 2, output 10")
+    assert "cacheWrite5m 123.75" in html and "E+" not in html
+
+    # A saved version is history: it cannot be edited or deleted.
+    change = reverse("admin:catalog_priceversion_change", args=[newest.pk])
+    operator.post(change, {"model": model.pk, **tiers, "tiers-0-price_input": "1"})
+    assert newest.tiers.get().price_input == 99
+    delete = reverse("admin:catalog_priceversion_delete", args=[newest.pk])
+    assert operator.post(delete, {"post": "yes"}).status_code == 403
+
+
+def test_overlapping_tiers_are_refused_in_the_admin(operator: Client) -> None:
+    from catalog.models import PriceVersion
+    from catalog.services import load_catalog
+
+    load_catalog()
+    model = Model.objects.get(id="anthropic/claude-haiku-5-5")
+    before = PriceVersion.objects.filter(model=model).count()
+    tier = {
+        "price_input": "1",
+        "price_output": "1",
+        "price_cache_read": "1",
+        "price_cache_write_5m": "1",
+        "price_cache_write_1h": "1",
+    }
+    data = {
+        "model": model.pk,
+        "tiers-TOTAL_FORMS": "2",
+        "tiers-INITIAL_FORMS": "0",
+        "tiers-MIN_NUM_FORMS": "1",
+        "tiers-MAX_NUM_FORMS": "1000",
+        **{f"tiers-0-{k}": v for k, v in tier.items()},
+        **{f"tiers-1-{k}": v for k, v in tier.items()},
+        "tiers-0-up_to_prompt_tokens": "",
+        "tiers-1-up_to_prompt_tokens": "",
+    }
+    response = operator.post(reverse("admin:catalog_priceversion_add"), data)
+    assert response.status_code == 200
+    assert "only the last tier may be unbounded" in _html(response)
+    assert PriceVersion.objects.filter(model=model).count() == before
 
 
 @pytest.mark.parametrize("model_name", ["usagerecord", "ledgerentry"])

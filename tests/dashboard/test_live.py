@@ -139,7 +139,7 @@ async def test_publish_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_row_from_usage_matches_row_from_record(world: World) -> None:
     """The gateway builds rows from what it has in hand; they must match the page's rows."""
-    from billing.pricing import Prices, TokenCounts
+    from billing.pricing import Prices, PriceSchedule, TokenCounts
     from billing.recorder import UsageData
 
     record = UsageRecord.objects.select_related("api_key").get(request_id=world.a.request_id)
@@ -153,7 +153,7 @@ def test_row_from_usage_matches_row_from_record(world: World) -> None:
         model_name=record.model_name,
         deployment=record.deployment,
         tokens=TokenCounts(input=1000, output=200),
-        prices=Prices(3_000_000, 15_000_000, 300_000, 3_750_000, 6_000_000),
+        pricing=PriceSchedule.flat(Prices(3_000_000, 15_000_000, 300_000, 3_750_000, 6_000_000)),
         started_at=record.started_at,
         latency_ms=record.latency_ms,
         attempts=record.attempts,

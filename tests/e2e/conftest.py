@@ -185,7 +185,8 @@ ROUTING_MODELS = ("test/routed-ab", "test/routed-abc")
 
 def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
     from catalog.models import Deployment, Model
-    from catalog.services import load_catalog, upsert_deployment
+    from catalog.selectors import current_tiers
+    from catalog.services import create_price_version, load_catalog, upsert_deployment
 
     load_catalog()
     base = Model.objects.get(id="anthropic/claude-sonnet-5-5")
@@ -196,6 +197,8 @@ def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
                 setattr(clone, field_.attname, getattr(base, field_.attname))
         clone.name = model_id
         clone.save()
+        if current_tiers(clone) != current_tiers(base):
+            create_price_version(clone, current_tiers(base) or [], source="e2e routing model")
     # Other suites (browser tests) share this test database and leave deployments pointing at
     # servers that are gone; the stack routes only to its own simulators.
     Deployment.objects.exclude(name__in=list(sims)).delete()

@@ -10,8 +10,15 @@ import pytest
 from django.test import Client, override_settings
 
 from billing.pricing import Prices, TokenCounts, cost_nano
-from catalog.models import Deployment, Model, ModelAlias
-from catalog.services import BUNDLED_CATALOG, CatalogDataError, load_catalog, upsert_deployment
+from catalog.models import Deployment, Model, ModelAlias, PriceVersion
+from catalog.schema import TierFigures
+from catalog.services import (
+    BUNDLED_CATALOG,
+    CatalogDataError,
+    create_price_version,
+    load_catalog,
+    upsert_deployment,
+)
 from catalog.snapshot import SnapshotHolder, build_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -24,16 +31,21 @@ def test_bundled_catalog_has_required_variety() -> None:
     assert any(not c["promptCaching"] for c in caps)
     assert any(c["reasoningEfforts"] and "xhigh" not in c["reasoningEfforts"] for c in caps)
     for m in models:
-        for price in m["pricing"].values():
-            assert isinstance(price, str)  # exact decimals, never floats
+        tiers = m.get("pricingTiers") or [m["pricing"]]
+        for tier in tiers:
+            for kind in ("input", "output", "cacheRead", "cacheWrite5m", "cacheWrite1h"):
+                assert isinstance(tier[kind], str)  # exact decimals, never floats
 
 
 def test_load_catalog_is_idempotent() -> None:
     first = load_catalog()
     count = Model.objects.count()
+    versions = PriceVersion.objects.count()
     second = load_catalog()
-    assert first[0] == count and second == (0, count)
-    assert Model.objects.count() == count
+    assert first.created == count and first.new_price_versions == count
+    assert (second.created, second.updated, second.new_price_versions) == (0, 0, 0)
+    assert second.changes == []
+    assert Model.objects.count() == count and PriceVersion.objects.count() == versions
 
 
 def test_float_prices_refused(tmp_path) -> None:
@@ -41,7 +53,7 @@ def test_float_prices_refused(tmp_path) -> None:
     data["models"][0]["pricing"]["input"] = 3.0
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(CatalogDataError, match="float"):
+    with pytest.raises(CatalogDataError, match=r"anthropic/claude-opus-5-5.*pricing\.input.*float"):
         load_catalog(path)
 
 
@@ -88,11 +100,21 @@ def test_api_models_shape_and_decimal_prices() -> None:
         "contextWindow",
         "pricing",
         "media",
+        "pricingTiers",
+        "priceVersion",
+        "source",
     }
     # Worst-case media tokens from the vision and PDF pages of Anthropic's documentation.
     assert sonnet["media"] == {"imageMaxTokens": 4784, "pdfPageMaxTokens": 7784, "pdfMaxPages": 600}
     haiku = next(m for m in data if m["id"] == "anthropic/claude-haiku-4-5")
     assert haiku["media"] == {"imageMaxTokens": 1568, "pdfPageMaxTokens": 4568, "pdfMaxPages": 100}
+    sonnet_46 = next(m for m in data if m["id"] == "anthropic/claude-sonnet-4-6")
+    # 1M-token context (the provider's page): 600 pages a request, not the 200k models' 100.
+    assert sonnet_46["media"] == {
+        "imageMaxTokens": 1568,
+        "pdfPageMaxTokens": 4568,
+        "pdfMaxPages": 600,
+    }
     assert set(sonnet["capabilities"]) == {
         "sampling",
         "promptCaching",
@@ -101,14 +123,19 @@ def test_api_models_shape_and_decimal_prices() -> None:
         "tools",
         "structuredOutputs",
         "reasoningEfforts",
+        "defaultEffort",
+        "thinking",
+        "thinkingCanBeDisabled",
+        "forcedToolChoice",
     }
     assert sonnet["pricing"] == {
-        "input": "3",
-        "output": "15",
-        "cacheRead": "0.3",
-        "cacheWrite5m": "3.75",
-        "cacheWrite1h": "6",
+        "input": "2",
+        "output": "10",
+        "cacheRead": "0.2",
+        "cacheWrite5m": "2.5",
+        "cacheWrite1h": "4",
     }
+    assert sonnet["pricingTiers"] == [{"upToPromptTokens": None, **sonnet["pricing"]}]
     assert "claude-sonnet-5.5" in sonnet["aliases"]
 
 
@@ -134,7 +161,7 @@ def test_deployment_upstream_model_defaults_to_id_without_provider() -> None:
         model_ids=["anthropic/claude-haiku-4-5"],
     )
     snapshot = build_snapshot()
-    haiku = snapshot.resolve("haiku")
+    haiku = snapshot.resolve("claude-haiku-4-5")
     assert haiku is not None and [r.upstream_model_id for r in haiku.routes] == ["claude-haiku-4-5"]
     sonnet = snapshot.resolve("sonnet")
     assert sonnet is not None and sonnet.routes == ()
@@ -154,19 +181,19 @@ def test_snapshot_reloads_after_an_edit() -> None:
         for _ in range(50):
             await asyncio.sleep(0.05)
             after = (await holder.get()).resolve("sonnet")
-            if after is not None and after.prices != before.prices:
-                return str(before.prices.input), str(after.prices.input)
+            if after is not None and after.pricing != before.pricing:
+                return str(before.pricing.first.input), str(after.pricing.first.input)
         raise AssertionError("snapshot never reloaded")
 
     with override_settings(EZAT_CATALOG_POLL_INTERVAL=0.05):
         before, after = asyncio.run(scenario())
-    assert (before, after) == ("3000000", "4000000")
+    assert (before, after) == ("2000000", "4000000")
 
 
 def _change_price() -> None:
     model = Model.objects.get(id="anthropic/claude-sonnet-5-5")
-    model.price_input = Decimal("4")
-    model.save()
+    prices = dict.fromkeys(("input", "output", "cacheRead", "cacheWrite5m", "cacheWrite1h"), 4)
+    create_price_version(model, [TierFigures(None, prices)], source="test")
 
 
 def test_new_alias_resolves_after_rebuild() -> None:

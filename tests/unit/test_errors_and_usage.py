@@ -7,7 +7,7 @@ from decimal import Decimal
 import orjson
 import pytest
 
-from billing.pricing import Prices
+from billing.pricing import Prices, PriceSchedule
 from catalog.snapshot import ModelInfo
 from gateway.errors import GatewayError, anthropic_body, from_upstream, openai_body, openai_status
 from gateway.usage import UsageTracker
@@ -80,7 +80,7 @@ def _model(prompt_caching: bool = True) -> ModelInfo:
         reasoning_efforts=(),
         max_output_tokens=100,
         context_window=1000,
-        prices=Prices.from_decimals(*(Decimal(1),) * 5),
+        pricing=PriceSchedule.flat(Prices.from_decimals(*(Decimal(1),) * 5)),
         routes=(),
         created_at="",
     )

@@ -20,7 +20,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from accounts.keycache import KeyInfo
-from billing.pricing import Prices
+from billing.pricing import Prices, PriceSchedule
 from catalog.snapshot import DeploymentInfo, ModelInfo, Route
 from gateway import limits
 from gateway.errors import GatewayError
@@ -398,7 +398,7 @@ def model_with(routes: list[Route]) -> ModelInfo:
         reasoning_efforts=(),
         max_output_tokens=1000,
         context_window=10_000,
-        prices=Prices(1, 1, 1, 1, 1),
+        pricing=PriceSchedule.flat(Prices(1, 1, 1, 1, 1)),
         routes=tuple(routes),
         created_at="2026-01-01T00:00:00Z",
     )

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from billing.pricing import nano_to_usd
 from billing.services import grant_credit
+from ezat import money
 from ezat.cli import get_org, parse_usd
 
 
@@ -23,6 +23,6 @@ class Command(BaseCommand):
         )
         org.refresh_from_db()
         self.stdout.write(
-            f"granted {nano_to_usd(entry.amount_nano)} USD to {org.name}; "
-            f"balance {nano_to_usd(org.balance_nano)} USD"
+            f"granted {money.usd_from_nano(entry.amount_nano)} USD to {org.name}; "
+            f"balance {money.usd_from_nano(org.balance_nano)} USD"
         )

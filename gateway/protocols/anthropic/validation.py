@@ -1,7 +1,10 @@
 """What the gateway itself checks on a Messages request. Pure: no Django, no I/O.
 
-Only `model`, `max_tokens`, `messages` and `stream` are checked; every other field goes to the
-provider unchanged and the provider's own error comes back to the caller.
+Only `model`, `max_tokens`, `messages` and `stream` are checked, plus the model behaviour the
+catalog records (gateway.protocols.model_rules): a forced `tool_choice` or `thinking` turned off
+on a model documented to refuse them gets a 400 naming the model and what to send instead, before
+the request is admitted (no hold, no upstream round trip). Every other field goes to the provider
+unchanged and the provider's own error comes back to the caller.
 """
 
 from __future__ import annotations
@@ -10,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError, invalid
+from gateway.protocols.model_rules import (
+    ModelRuleViolation,
+    check_forced_tool_choice,
+    check_thinking_disabled,
+)
 
 MODEL_MAX_LENGTH = 128
 
@@ -60,6 +68,31 @@ def check_max_tokens(max_tokens: int, model_id: str, model_max: int) -> None:
             f"output tokens for {model_id}",
             "max_tokens",
         )
+
+
+def check_model_rules(
+    body: dict[str, Any], *, model_id: str, forced_tool_choice: bool, thinking_can_be_disabled: bool
+) -> None:
+    """The catalog's documented refusals, checked on the caller's body (two dict lookups)."""
+    choice = body.get("tool_choice")
+    thinking = body.get("thinking")
+    try:
+        check_forced_tool_choice(
+            forced=isinstance(choice, dict) and choice.get("type") in ("any", "tool"),
+            model_id=model_id,
+            allowed=forced_tool_choice,
+            param="tool_choice",
+            auto='{"type": "auto"}',
+            forced_forms='type "any" or "tool"',
+        )
+        check_thinking_disabled(
+            disabled=isinstance(thinking, dict) and thinking.get("type") == "disabled",
+            model_id=model_id,
+            allowed=thinking_can_be_disabled,
+            param="thinking.type",
+        )
+    except ModelRuleViolation as exc:
+        raise invalid(exc.message, exc.param) from None
 
 
 def unknown_model(name: str) -> GatewayError:

@@ -12,6 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gateway.protocols.model_rules import (
+    ModelRuleViolation,
+    check_forced_tool_choice,
+    nearest_effort,
+    supported_levels,
+)
+
 from .inbound_messages import check_depth, short
 from .types import EFFORT_LEVELS, InvalidRequest, ModelCaps
 
@@ -104,23 +111,19 @@ def reasoning_effort(value: object, caps: ModelCaps, param: str) -> str | None:
     """Return the effort level to send, "none" for no thinking, or None when not sent."""
     if value is None:
         return None
-    levels = tuple(lvl for lvl in caps.reasoning_efforts if lvl != "none" and lvl in EFFORT_LEVELS)
+    levels = supported_levels(caps.reasoning_efforts)
     if not isinstance(value, str) or value not in EFFORT_LEVELS:
-        supported = ", ".join(("none", *levels)) if levels else "no effort levels"
+        named = ("none", *levels) if caps.thinking_can_be_disabled else levels
+        supported = ", ".join(named) if levels else "no effort levels"
         raise InvalidRequest(
             f"{param}: {short(value)} is not valid; use one of "
             f"{', '.join(EFFORT_LEVELS)} (model {caps.canonical_id} supports {supported}; "
             "other values map to the nearest supported level)",
             param,
         )
-    if value == "none" or not levels:
-        return "none"
-    wanted = EFFORT_LEVELS.index(value)
-    # Nearest by position; on a tie the lower level wins (cheaper, and never more than asked).
-    return min(
-        levels,
-        key=lambda lvl: (abs(EFFORT_LEVELS.index(lvl) - wanted), EFFORT_LEVELS.index(lvl)),
-    )
+    # The nearest-level rule of gateway.protocols.model_rules: "none" on a model whose thinking
+    # cannot be turned off becomes its lowest level (reported in x-ezat-reasoning-effort).
+    return nearest_effort(value, levels, thinking_can_be_disabled=caps.thinking_can_be_disabled)
 
 
 def apply_reasoning(
@@ -215,6 +218,24 @@ def tool_choice(kind: str | None, name: str | None, parallel: object) -> dict[st
 
 def forces_tool(choice: dict[str, Any] | None) -> bool:
     return choice is not None and choice["type"] in ("any", "tool")
+
+
+def checked_forced_tool(choice: dict[str, Any] | None, caps: ModelCaps) -> bool:
+    """Whether `choice` forces a tool call; a 400 naming the model where its page says forced
+    tool use returns an error (gateway.protocols.model_rules)."""
+    forced = forces_tool(choice)
+    try:
+        check_forced_tool_choice(
+            forced=forced,
+            model_id=caps.canonical_id,
+            allowed=caps.forced_tool_choice,
+            param="tool_choice",
+            auto='"auto"',
+            forced_forms='"required" or a named function',
+        )
+    except ModelRuleViolation as exc:
+        raise InvalidRequest(exc.message, exc.param) from None
+    return forced
 
 
 # -- structured output -------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def translate_request(
         tool_choice = _tool_choice(chat, tools)
         if tool_choice is not None:
             body["tool_choice"] = tool_choice
-            forced_tool = common.forces_tool(tool_choice)
+            forced_tool = common.checked_forced_tool(tool_choice, caps)
 
     effort = common.reasoning_effort(chat.get("reasoning_effort"), caps, "reasoning_effort")
     output_config: dict[str, Any] = {}

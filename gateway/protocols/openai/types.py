@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.protocols.media import CONSERVATIVE_FIGURES, MediaFigures, MediaTally
+from gateway.protocols.model_rules import EFFORT_SCALE
 
-# OpenAI's `reasoning_effort` enum (openai-python v3), lowest to highest. The position of a level
-# in this tuple is what "nearest supported level" is measured against.
-EFFORT_LEVELS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# OpenAI's `reasoning_effort` enum (openai-python v3), lowest to highest (the shared scale of
+# gateway.protocols.model_rules, where the nearest-level rule lives).
+EFFORT_LEVELS: tuple[str, ...] = EFFORT_SCALE
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class ModelCaps:
     reasoning_efforts: tuple[str, ...]  # subset of EFFORT_LEVELS, ordered
     max_output_tokens: int
     media: MediaFigures = CONSERVATIVE_FIGURES  # worst-case image and PDF page tokens
+    thinking_can_be_disabled: bool = True  # False: "none" maps to the lowest level
+    forced_tool_choice: bool = True  # False: "required" / a named function is refused
 
 
 class InvalidRequest(Exception):

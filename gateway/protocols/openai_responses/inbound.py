@@ -109,7 +109,7 @@ def translate_request(
         choice = _tool_choice(req, tools)
         if choice is not None:
             body["tool_choice"] = choice
-            forced_tool = common.forces_tool(choice)
+            forced_tool = common.checked_forced_tool(choice, caps)
     elif req.get("tool_choice") is not None:
         _tool_choice(req, [])  # still validated, as OpenAI does
 
