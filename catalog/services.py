@@ -129,6 +129,23 @@ def _shown(value: Any) -> str:
     return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
 
 
+def copy_model(source: Model, new_id: str, *, source_note: str = "copy", **changes: Any) -> Model:
+    """A new model with `source`'s limits, capabilities and current prices (no aliases, no
+    deployments), `changes` applied: a variant an operator (or a test) serves separately."""
+    clone = Model(id=new_id)
+    for field_ in Model._meta.concrete_fields:
+        if field_.name not in ("id", "created_at", "updated_at"):
+            setattr(clone, field_.attname, getattr(source, field_.attname))
+    clone.name = new_id
+    for name, value in changes.items():
+        setattr(clone, name, value)
+    clone.save(force_insert=True)
+    tiers = current_tiers(source)
+    if tiers:
+        create_price_version(clone, tiers, source=f"{source_note} of {source.pk}")
+    return clone
+
+
 @dataclass
 class LoadReport:
     """What a load changed (or, with `check`, would change)."""

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.simulator.cache import count_breakpoints
+from gateway.simulator.models import ModelRules, rules_for
 from gateway.simulator.thinking import THINKING_ON
 
 MAX_BREAKPOINTS = 4
@@ -69,14 +70,78 @@ def check_messages(body: Mapping[str, Any]) -> str | None:
         if not isinstance(message, Mapping):
             return f"messages.{n}: Input should be a valid dictionary"
         role = message.get("role")
+        if role == "system":
+            error = _check_system_message(n, message, messages, rules_for(model))
+            if error:
+                return error
+            continue
         if role not in _ROLES:
-            return f"messages.{n}.role: Input should be 'user' or 'assistant'"
+            return f"messages.{n}.role: Input should be 'user', 'assistant' or 'system'"
         if "content" not in message:
             return f"messages.{n}.content: Field required"
         error = _check_content(n, message["content"], last=n == len(messages) - 1, role=role)
         if error:
             return error
     return _check_prompt_extras(body)
+
+
+def _check_system_message(
+    n: int, message: Mapping[str, Any], messages: list[Any], rules: ModelRules | None
+) -> str | None:
+    """A mid-conversation system message: text only, right after a user turn, on models that
+    take them (simulator/models.py)."""
+    if rules is not None and not rules.system_messages:
+        return f"messages.{n}.role: role 'system' is not supported on this model"
+    previous = messages[n - 1] if n else None
+    if not isinstance(previous, Mapping) or previous.get("role") != "user":
+        return f"messages.{n}: a system message must come right after a user message"
+    content = message.get("content")
+    if isinstance(content, str):
+        return None if content else f"messages.{n}.content: must not be empty"
+    if not isinstance(content, list) or not content:
+        return f"messages.{n}.content: Input should be a valid string or list"
+    for m, block in enumerate(content):
+        if not isinstance(block, Mapping) or block.get("type") != "text":
+            return f"messages.{n}.content.{m}.type: system messages take text blocks only"
+        if not isinstance(block.get("text"), str) or not block["text"]:
+            return f"messages.{n}.content.{m}.text: Field required"
+    return None
+
+
+def _check_model_rules(body: Mapping[str, Any], max_tokens: int) -> str | None:
+    """What the real API refuses per model (known models only)."""
+    model = body["model"]
+    rules = rules_for(model)
+    if rules is None:
+        return None
+    if max_tokens > rules.max_output_tokens:
+        return (
+            f"max_tokens: {max_tokens} > {rules.max_output_tokens}, which is the maximum "
+            f"allowed number of output tokens for {model}"
+        )
+    if _forced_tool(body) and not rules.forced_tool_choice:
+        return (
+            f"tool_choice: forced tool use (type 'any' or 'tool') is not supported on {model}; "
+            "use tool_choice type 'auto'"
+        )
+    if not rules.sampling:
+        for name in ("temperature", "top_p"):
+            if body.get(name) not in (None, 1):
+                return f"{name}: only the default value is supported on {model}"
+        if body.get("top_k") is not None:
+            return f"top_k: only the default value is supported on {model}"
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, Mapping) else None
+    if kind == "disabled" and rules.thinking_off != "disabled":
+        if rules.thinking_off is None:
+            return f"thinking.type: thinking cannot be disabled on {model}"
+        return f"thinking.type: 'disabled' is not supported on {model}; use '{rules.thinking_off}'"
+    if kind == "between_tools":
+        config = body.get("output_config")
+        effort = config.get("effort") if isinstance(config, Mapping) else None
+        if effort in ("xhigh", "max"):
+            return f"thinking.type: 'between_tools' is not available at effort '{effort}'"
+    return None
 
 
 def _check_prompt_extras(body: Mapping[str, Any]) -> str | None:
@@ -147,7 +212,7 @@ def check_create(body: Mapping[str, Any]) -> str | None:
             return "temperature: Input should be a valid number"
         if not 0 <= temperature <= 1:
             return "temperature: Input should be less than or equal to 1"
-    error = _check_thinking(body, max_tokens)
+    error = _check_thinking(body, max_tokens) or _check_model_rules(body, max_tokens)
     if error:
         return error
     if max_tokens == 0:
@@ -164,7 +229,9 @@ def _check_thinking(body: Mapping[str, Any], max_tokens: int) -> str | None:
     thinking = body.get("thinking")
     if thinking is None:
         return None
-    if not isinstance(thinking, Mapping) or thinking.get("type") not in (*THINKING_ON, "disabled"):
+    rules = rules_for(body["model"])
+    off = {"disabled", rules.thinking_off if rules is not None else "disabled"} - {None}
+    if not isinstance(thinking, Mapping) or thinking.get("type") not in (*THINKING_ON, *off):
         return "thinking.type: Input should be 'enabled', 'adaptive' or 'disabled'"
     if thinking["type"] == "enabled":
         budget = thinking.get("budget_tokens")

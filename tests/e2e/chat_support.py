@@ -23,6 +23,8 @@ from tests.e2e.conftest import Key, Stack
 SONNET = "anthropic/claude-sonnet-5-5"  # sampling false, caching on, levels low..max
 OPUS_46 = "anthropic/claude-opus-4-6"  # sampling true, no xhigh level
 SONNET_46 = "anthropic/claude-sonnet-4-6"  # sampling true
+# Like Sonnet 5.5 (sampling false, levels low..max) but it takes a forced tool_choice.
+SONNET_5 = "anthropic/claude-sonnet-5"
 HAIKU = "anthropic/claude-haiku-4-5"  # sampling true, promptCaching false, no effort levels
 
 NO_CACHE = {"x-ezat-cache": "off"}

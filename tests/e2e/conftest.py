@@ -185,20 +185,13 @@ ROUTING_MODELS = ("test/routed-ab", "test/routed-abc")
 
 def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
     from catalog.models import Deployment, Model
-    from catalog.selectors import current_tiers
-    from catalog.services import create_price_version, load_catalog, upsert_deployment
+    from catalog.services import copy_model, load_catalog, upsert_deployment
 
     load_catalog()
     base = Model.objects.get(id="anthropic/claude-sonnet-5-5")
     for model_id in ROUTING_MODELS:
-        clone = Model.objects.filter(id=model_id).first() or Model(id=model_id)
-        for field_ in Model._meta.concrete_fields:
-            if field_.name not in ("id", "created_at", "updated_at"):
-                setattr(clone, field_.attname, getattr(base, field_.attname))
-        clone.name = model_id
-        clone.save()
-        if current_tiers(clone) != current_tiers(base):
-            create_price_version(clone, current_tiers(base) or [], source="e2e routing model")
+        Model.objects.filter(id=model_id).delete()  # left by an earlier session: re-copied
+        copy_model(base, model_id, source_note="e2e routing model")
     # Other suites (browser tests) share this test database and leave deployments pointing at
     # servers that are gone; the stack routes only to its own simulators.
     Deployment.objects.exclude(name__in=list(sims)).delete()

@@ -243,7 +243,7 @@ def private_model(e2e: Stack, count: int = 2) -> Iterator[PrivateModel]:
     from django.db import transaction
 
     from catalog.models import Deployment, Model
-    from catalog.services import upsert_deployment
+    from catalog.services import copy_model, upsert_deployment
 
     token = uuid.uuid4().hex[:8]
     model_id = f"test/billing-{token}"
@@ -251,10 +251,7 @@ def private_model(e2e: Stack, count: int = 2) -> Iterator[PrivateModel]:
     names = [f"billing-{token}-{i}" for i in range(count)]
     try:
         with e2e.blocker.unblock(), transaction.atomic():
-            clone = Model.objects.get(id=SONNET)
-            clone.pk = model_id
-            clone.name = model_id
-            clone.save(force_insert=True)
+            copy_model(Model.objects.get(id=SONNET), model_id)
             deployments = [
                 upsert_deployment(
                     name=name, base_url=sim.url, api_key=sim.api_key or "", model_ids=[model_id]
@@ -265,7 +262,7 @@ def private_model(e2e: Stack, count: int = 2) -> Iterator[PrivateModel]:
         wait_for(
             lambda: any(
                 m["id"] == model_id
-                for m in httpx.get(e2e.url + "/v1/models", headers={"x-api-key": secret})
+                for m in httpx.get(e2e.url + "/v1/models?limit=1000", headers={"x-api-key": secret})
                 .json()
                 .get("data", [])
             ),

@@ -165,7 +165,7 @@ def make_lab(
     from django.db import transaction
 
     from catalog.models import Deployment, Model
-    from catalog.services import upsert_deployment
+    from catalog.services import copy_model, upsert_deployment
 
     for sim in sims.values():
         sim.reset()
@@ -173,13 +173,7 @@ def make_lab(
     model_id = f"test/routing-lab-{token}"
     mine: dict[str, LabDeployment] = {}
     with stack.blocker.unblock(), transaction.atomic():
-        base = Model.objects.get(id=BASE_MODEL)
-        clone = Model(id=model_id)
-        for field_ in Model._meta.concrete_fields:
-            if field_.name not in ("id", "created_at", "updated_at"):
-                setattr(clone, field_.attname, getattr(base, field_.attname))
-        clone.name = model_id
-        clone.save()
+        clone = copy_model(Model.objects.get(id=BASE_MODEL), model_id)
         for label, sim in sims.items():
             dep, _ = upsert_deployment(
                 name=f"lab-{token}-{label}",
@@ -215,8 +209,9 @@ def make_lab(
 def wait_for_model(url: str, secret: str, model_id: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        listed = httpx.get(url + "/v1/models", headers={"x-api-key": secret}, timeout=5)
-        if listed.status_code == 200 and any(m["id"] == model_id for m in listed.json()["data"]):
+        # The model lookup answers 200 once the gateway's catalog snapshot has the model.
+        found = httpx.get(f"{url}/v1/models/{model_id}", headers={"x-api-key": secret}, timeout=5)
+        if found.status_code == 200 and found.json()["id"] == model_id:
             return
         time.sleep(0.1)
     raise AssertionError(f"{url} did not load {model_id} within {timeout} s")

@@ -169,14 +169,10 @@ def test_no_user_message_is_400(e2e: Stack, messages: list[dict[str, Any]]) -> N
 def small_output_model(stack: Stack) -> Iterator[str]:
     """A catalog model whose maximum output is below the 32,000-token default."""
     from catalog.models import Model
-    from catalog.services import bump_catalog_version
+    from catalog.services import bump_catalog_version, copy_model
 
     with stack.blocker.unblock():
-        clone = Model.objects.get(id=SONNET)
-        clone.pk = SMALL_MODEL
-        clone.name = SMALL_MODEL
-        clone.max_output_tokens = SMALL_MAX_OUTPUT
-        clone.save(force_insert=True)
+        copy_model(Model.objects.get(id=SONNET), SMALL_MODEL, max_output_tokens=SMALL_MAX_OUTPUT)
         bump_catalog_version()
     try:
         api = client(stack, stack.new_key())
@@ -219,7 +215,7 @@ def test_max_tokens_above_model_maximum_is_400(e2e: Stack) -> None:
     key = e2e.new_key()
     with pytest.raises(openai.BadRequestError) as raised:
         client(e2e, key).chat.completions.create(
-            model=SONNET, max_completion_tokens=64001, messages=[{"role": "user", "content": "x"}]
+            model=SONNET, max_completion_tokens=128_001, messages=[{"role": "user", "content": "x"}]
         )
     assert raised.value.param == "max_completion_tokens"
     assert "max_completion_tokens" in raised.value.message

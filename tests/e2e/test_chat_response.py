@@ -193,13 +193,13 @@ def test_usage_mapping_with_cached_second_turn(e2e: Stack) -> None:
         assert record.cache_write_5m_tokens == written and record.cache_write_1h_tokens == 0
         assert record.input_tokens == usage.prompt_tokens - cached - written
         assert record.output_tokens == usage.completion_tokens
-        # Sonnet 5.5 per million tokens: input $3, cache read $0.30, 5-minute write $3.75,
-        # output $15; cost_nano is rounded once, to the nearest nano-dollar.
+        # Sonnet 5.5 per million tokens: input $2, cache read $0.20, 5-minute write $2.50,
+        # output $10; cost_nano is rounded once, to the nearest nano-dollar.
         micro = (
-            record.input_tokens * 3_000_000
-            + cached * 300_000
-            + written * 3_750_000
-            + record.output_tokens * 15_000_000
+            record.input_tokens * 2_000_000
+            + cached * 200_000
+            + written * 2_500_000
+            + record.output_tokens * 10_000_000
         )
         assert record.cost_nano == (micro + 500) // 1000
 

@@ -14,6 +14,7 @@ import pytest
 from tests.e2e.chat_support import (
     OPUS_46,
     SONNET,
+    SONNET_5,
     TIME_TOOL,
     WEATHER_TOOL,
     RawStream,
@@ -189,6 +190,7 @@ def test_sdk_stream_without_include_usage_has_no_usage(e2e: Stack) -> None:
         (
             {
                 **TOOLS_BOTH,
+                "model": SONNET_5,  # Sonnet 5.5 refuses a forced tool choice
                 "tool_choice": {"type": "function", "function": {"name": "get_time"}},
                 "parallel_tool_calls": False,
             },

@@ -14,6 +14,7 @@ from tests.e2e.chat_support import (
     NO_CACHE,
     OPUS_46,
     SONNET,
+    SONNET_5,
     TIME_TOOL,
     WEATHER_TOOL,
     client,
@@ -78,7 +79,7 @@ def ask(e2e: Stack, key: Key | None = None, **kwargs: Any) -> tuple[Any, dict[st
 def test_tools_and_tool_choice_mapping(
     e2e: Stack, params: dict[str, Any], tool_choice: dict[str, Any] | None
 ) -> None:
-    completion, body = ask(e2e, tools=[WEATHER_TOOL, TIME_TOOL], **params)
+    completion, body = ask(e2e, model=SONNET_5, tools=[WEATHER_TOOL, TIME_TOOL], **params)
     assert body["tools"] == [
         ANTHROPIC_WEATHER,
         {
@@ -139,7 +140,7 @@ def test_tool_without_parameters_and_strict_flag(e2e: Stack) -> None:
             },
         },
     ]
-    completion, body = ask(e2e, tools=tools, tool_choice="required")
+    completion, body = ask(e2e, model=SONNET_5, tools=tools, tool_choice="required")
     assert body["tools"][0] == {
         "name": "ping",
         "input_schema": {"type": "object", "properties": {}},
@@ -278,7 +279,7 @@ def test_unknown_reasoning_effort_is_400_naming_levels(
 )
 def test_forced_tool_turns_thinking_off(e2e: Stack, tool_choice: Any) -> None:
     completion, body = ask(
-        e2e, tools=[WEATHER_TOOL], tool_choice=tool_choice, reasoning_effort="high"
+        e2e, model=SONNET_5, tools=[WEATHER_TOOL], tool_choice=tool_choice, reasoning_effort="high"
     )
     assert "thinking" not in body
     assert body["output_config"] == {"effort": "high"}  # effort alone is valid with a forced tool

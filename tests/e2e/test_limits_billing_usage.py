@@ -144,13 +144,14 @@ def test_messages_cached_cost_is_catalog_price_and_stream_equals_json(e2e: Stack
     assert read.cache_write_1h_tokens == read.cache_write_5m_tokens == 0
     # A streamed exchange costs exactly what the same exchange costs as JSON.
     assert [_token_fields(r) for r in runs[True]] == [_token_fields(r) for r in runs[False]]
-    # The record keeps the prices it used.
+    # The record keeps the prices it used: the tier applied (Sonnet 5.5 has one).
     assert read.prices == {
-        "input": "3",
-        "output": "15",
-        "cacheRead": "0.3",
-        "cacheWrite5m": "3.75",
-        "cacheWrite1h": "6",
+        "upToPromptTokens": None,
+        "input": "2",
+        "output": "10",
+        "cacheRead": "0.2",
+        "cacheWrite5m": "2.5",
+        "cacheWrite1h": "4",
     }
 
 

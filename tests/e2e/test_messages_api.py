@@ -156,7 +156,7 @@ def test_cache_control_stripped_only_for_models_without_caching(e2e: Stack) -> N
         }
     ]
     api = client(e2e, key.secret)
-    api.messages.create(model="haiku", max_tokens=20, system=system, messages=messages)
+    api.messages.create(model="claude-haiku-4-5", max_tokens=20, system=system, messages=messages)
     assert "cache_control" not in str(last_upstream(e2e)["body"])
     api.messages.create(model="sonnet", max_tokens=20, system=system, messages=messages)
     assert str(last_upstream(e2e)["body"]).count("cache_control") == 2
@@ -383,7 +383,7 @@ def test_models_list_anthropic_shape(e2e: Stack) -> None:
     page = client(e2e, key.secret).models.list()
     ids = [m.id for m in page.data]
     assert SONNET in ids
-    raw = httpx.get(e2e.url + "/v1/models", headers={"x-api-key": key.secret}).json()
+    raw = httpx.get(e2e.url + "/v1/models?limit=1000", headers={"x-api-key": key.secret}).json()
     assert raw["has_more"] is False
     assert raw["first_id"] == raw["data"][0]["id"] and raw["last_id"] == raw["data"][-1]["id"]
 
@@ -399,7 +399,7 @@ def test_usage_recorded_once_with_cost(e2e: Stack) -> None:
     assert record.input_tokens == message.usage.input_tokens
     assert record.output_tokens == message.usage.output_tokens
     expected = (
-        message.usage.input_tokens * 3_000_000 + message.usage.output_tokens * 15_000_000 + 500
+        message.usage.input_tokens * 2_000_000 + message.usage.output_tokens * 10_000_000 + 500
     ) // 1000
     assert record.cost_nano == expected
     assert record.output_exact is True
