@@ -332,3 +332,42 @@ def test_other_orgs_money_is_404(
 def test_money_endpoints_are_read_only(org_a: Organization, as_owner_a: APIClient, endpoint: str):
     assert as_owner_a.post(url(org_a, endpoint), {}, format="json").status_code == 405
     assert as_owner_a.delete(url(org_a, endpoint)).status_code == 405
+
+
+def test_request_log_itemises_the_cost_at_the_tier_applied(
+    org_a: Organization, key_a: ApiKey, usage: Any, as_owner_a: APIClient
+):
+    """A Claude Haiku 5.5 request above 100,000 prompt tokens, as the gateway records it."""
+    tier = {
+        "upToPromptTokens": None,
+        "input": "0.5",
+        "output": "2.5",
+        "cacheRead": "0.05",
+        "cacheWrite5m": "0.625",
+        "cacheWrite1h": "1",
+    }
+    record = usage(
+        org_a,
+        key_a,
+        input_tokens=90_000,
+        output_tokens=1_001,
+        cache_read_tokens=20_000,
+        cache_write_5m_tokens=3,
+        # (45,000,000,000 + 2,502,500,000 + 1,000,000,000 + 1,875,000) pico-USD / 1000
+        cost_nano=48_504_375,
+        prices=tier,
+        price_version=42,
+    )
+    row = as_owner_a.get(url(org_a, "requests")).json()["results"][0]
+    assert row["request_id"] == record.request_id
+    cost = row["cost"]
+    assert (cost["price_version"], cost["up_to_prompt_tokens"]) == (42, None)
+    assert cost["prompt_tokens"] == 110_003
+    assert cost["items"] == [
+        {"kind": "input", "tokens": 90_000, "usd_per_mtok": "0.5", "usd": "0.045"},
+        {"kind": "output", "tokens": 1_001, "usd_per_mtok": "2.5", "usd": "0.0025025"},
+        {"kind": "cacheRead", "tokens": 20_000, "usd_per_mtok": "0.05", "usd": "0.001"},
+        {"kind": "cacheWrite5m", "tokens": 3, "usd_per_mtok": "0.625", "usd": "0.000001875"},
+        {"kind": "cacheWrite1h", "tokens": 0, "usd_per_mtok": "1", "usd": "0"},
+    ]
+    assert cost["total_usd"] == row["cost_usd"] == "0.048504375"

@@ -303,6 +303,14 @@ def test_overlapping_tiers_are_refused_in_the_admin(operator: Client) -> None:
     assert PriceVersion.objects.filter(model=model).count() == before
 
 
+def test_usage_record_page_itemises_its_cost(world: World, operator: Client) -> None:
+    record = UsageRecord.objects.get(request_id=world.a.request_id)
+    html = _html(operator.get(reverse("admin:billing_usagerecord_change", args=[record.pk])))
+    assert "Itemised cost" in html and "USD per million tokens" in html
+    assert "Total, rounded once to the nano-dollar" in html
+    assert "E+" not in html and "E-" not in html
+
+
 @pytest.mark.parametrize("model_name", ["usagerecord", "ledgerentry"])
 def test_usage_and_ledger_are_read_only(world: World, operator: Client, model_name: str) -> None:
     obj = (
