@@ -30,22 +30,3 @@ CSRF_COOKIE_SECURE=false
 EZAT_SERVE_STATIC=true
 ENV
 fi
-
-# JavaScript clients the end-to-end tests drive (tests/clients/<name>/, each with its own
-# package.json and committed package-lock.json). `npm ci` per folder, skipped while the lock file
-# is unchanged (a stamp inside node_modules records the lock's hash). Without npm the real-client
-# tests fail with a message saying so; the rest of the suite does not need it.
-for lock in tests/clients/*/package-lock.json; do
-    [ -f "$lock" ] || continue
-    dir=$(dirname "$lock")
-    want=$(sha256sum "$lock" | cut -d' ' -f1)
-    if [ "$(cat "$dir/node_modules/.ezat-lock.sha" 2>/dev/null)" != "$want" ]; then
-        if ! command -v npm >/dev/null 2>&1; then
-            echo "==> npm not found: skipping $dir (its tests will fail until Node.js is installed)"
-            continue
-        fi
-        echo "==> npm ci in $dir"
-        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || exit 1
-        echo "$want" > "$dir/node_modules/.ezat-lock.sha"
-    fi
-done

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 CLIENTS = ROOT / "tests" / "clients"
 CLAUDE = CLIENTS / "claude-code" / "node_modules" / ".bin" / "claude"
-AI_SDK = CLIENTS / "ai-sdk"
+AI_SDK = CLIENTS / "ai-sdk-anthropic"
 
 
 def _installed(path: Path) -> Path:

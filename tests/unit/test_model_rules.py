@@ -19,6 +19,7 @@ from gateway.protocols.model_rules import (
     nearest_effort,
 )
 from gateway.protocols.openai.inbound import InvalidRequest, translate_request
+from gateway.protocols.openai_responses.inbound import translate_request as translate_responses
 from tests.unit.openai_helpers import CAPS, TOOL, chat
 
 ALL = ("low", "medium", "high", "xhigh", "max")
@@ -164,3 +165,31 @@ def test_messages_rules_let_everything_else_through(body: dict[str, Any]) -> Non
     check_model_rules(
         body, model_id="anthropic/x", forced_tool_choice=False, thinking_can_be_disabled=False
     )
+
+
+# -- Responses API: the same rules, from the same module --------------------------------------
+
+RESPONSES_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {}},
+}
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "name": "get_weather"}])
+def test_responses_forced_tool_choice_is_refused_naming_the_model(tool_choice: Any) -> None:
+    body = {"model": "m", "input": "hi", "tools": [RESPONSES_TOOL], "tool_choice": tool_choice}
+    with pytest.raises(InvalidRequest) as refused:
+        translate_responses(body, SONNET_55)
+    assert refused.value.param == "tool_choice"
+    assert "anthropic/claude-sonnet-5-5" in refused.value.message
+    allowed = dataclasses.replace(SONNET_55, forced_tool_choice=True)
+    assert translate_responses(body, allowed).body["tool_choice"]["type"] in ("any", "tool")
+
+
+def test_responses_reasoning_none_where_thinking_cannot_be_turned_off() -> None:
+    body = {"model": "m", "input": "hi", "reasoning": {"effort": "none"}}
+    translated = translate_responses(body, OPUS_55)
+    assert translated.reasoning_effort == "low"
+    assert translated.body["output_config"] == {"effort": "low"}
+    assert translate_responses(body, SONNET_55).reasoning_effort == "none"
