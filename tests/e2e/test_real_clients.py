@@ -1,5 +1,6 @@
 """Real clients against the running gateway, as a new user runs them: Claude Code headless and
-the Vercel AI SDK's Anthropic provider (tests/clients/<name>/, installed by scripts/bootstrap.sh).
+the Vercel AI SDK's Anthropic provider (tests/clients/<name>/, installed by
+scripts/install_test_clients.sh from the test command).
 
 Both send the model's own maximum output (128,000 tokens for Claude Opus/Sonnet/Haiku 5.5) and
 resolve the short names themselves (`--model haiku` → `claude-haiku-5-5`). A catalog with a
@@ -30,8 +31,8 @@ AI_SDK = CLIENTS / "ai-sdk-anthropic"
 
 def _installed(path: Path) -> Path:
     assert path.exists(), (
-        f"{path} is missing: the JavaScript clients are installed by scripts/bootstrap.sh "
-        "(`make test` runs it; it needs Node.js and npm)"
+        f"{path} is missing: the JavaScript clients are installed by "
+        "scripts/install_test_clients.sh (`make test` runs it; it needs Node.js and npm)"
     )
     return path
 
