@@ -24,7 +24,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from billing.pricing import TierError, check_tier_bounds
-from catalog.models import Deployment, DeploymentModel, Model, ModelAlias, PriceTier, PriceVersion
+from catalog.models import (
+    Deployment,
+    DeploymentModel,
+    Model,
+    ModelAlias,
+    PriceTier,
+    PriceVersion,
+    SuggestedChain,
+)
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
 
@@ -406,3 +414,23 @@ class DeploymentAdmin(admin.ModelAdmin):
     @admin.action(description="Disable the selected deployments")
     def disable_deployments(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> None:
         self._set_enabled(request, queryset, False)
+
+
+@admin.register(SuggestedChain)
+class SuggestedChainAdmin(admin.ModelAdmin):
+    """Suggested model chains, as loaded from the catalog file (`suggestedChains`): read-only
+    here, like the figures they rest on; change them in the file and run load_catalog."""
+
+    list_display = ("model", "chain", "checked_on")
+    readonly_fields = ("model", "chain", "why", "source_url", "checked_on", "sort_order")
+    fields = readonly_fields
+
+    @admin.display(description="Models, in order")
+    def chain(self, obj: SuggestedChain) -> str:
+        return " → ".join(obj.model_ids)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

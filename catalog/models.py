@@ -192,3 +192,25 @@ class CatalogVersion(models.Model):
 
     def __str__(self) -> str:
         return f"catalog v{self.version}"
+
+
+class SuggestedChain(models.Model):
+    """A chain of models the catalog suggests: for a model, the alternatives to try after it;
+    for ezat/auto, the models it resolves to unless an org configured its own.
+
+    Suggestions are offered on the dashboard; a model's suggestion is never applied to an org
+    that did not turn it on (ezat/auto's is its default, that being what the model is).
+    """
+
+    model = models.CharField(max_length=128, unique=True, help_text="A model id, or ezat/auto.")
+    model_ids = models.JSONField(default=list, help_text="Ordered model ids.")
+    why = models.TextField(help_text="Why these alternatives (shown with the suggestion).")
+    source_url = models.URLField(max_length=500, blank=True)
+    checked_on = models.DateField(null=True, blank=True)
+    sort_order = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["sort_order", "model"]
+
+    def __str__(self) -> str:
+        return f"{self.model} → {', '.join(self.model_ids)}"

@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from billing.pricing import PRICE_KINDS, TierError, check_tier_bounds
+from catalog.chains import SuggestedChainEntry, SuggestionError, parse_suggested_chains
 
 # Anthropic's `output_config.effort` levels, lowest first
 # (https://platform.claude.com/docs/en/build-with-claude/effort).
@@ -302,8 +303,25 @@ def parse_entry(raw: Any, position: int) -> CatalogEntry:
 
 def parse_catalog(data: Any) -> list[CatalogEntry]:
     """Every entry of a catalog file, or CatalogDataError for the first problem found."""
+    return parse_catalog_file(data).entries
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogFile:
+    entries: list[CatalogEntry]
+    # `suggestedChains`: alternatives the dashboard offers per model (never applied unless an
+    # org turns them on) and the default chain of ezat/auto (catalog/chains.py).
+    suggestions: list[SuggestedChainEntry]
+
+
+def parse_catalog_file(data: Any) -> CatalogFile:
+    """The whole file: every entry and suggested chain, or CatalogDataError for the first
+    problem found."""
     if not isinstance(data, Mapping) or not isinstance(data.get("models"), list):
         raise CatalogDataError('the file must be a JSON object with a "models" list')
+    unknown = sorted(k for k in data if k not in _FILE_KEYS and not k.startswith("_"))
+    if unknown:
+        raise CatalogDataError(f"{unknown[0]}: unknown top-level field")
     entries = [parse_entry(raw, n) for n, raw in enumerate(data["models"])]
     seen: dict[str, str] = {}
     for entry in entries:
@@ -314,4 +332,11 @@ def parse_catalog(data: Any) -> list[CatalogEntry]:
                     f"{seen[name]}"
                 )
             seen[name] = entry.id
-    return entries
+    try:
+        suggestions = parse_suggested_chains(data.get("suggestedChains"), seen, _source)
+    except SuggestionError as exc:
+        raise CatalogDataError(str(exc)) from None
+    return CatalogFile(entries, suggestions)
+
+
+_FILE_KEYS = frozenset({"models", "suggestedChains"})

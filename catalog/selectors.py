@@ -55,8 +55,45 @@ def public_model(m: ModelInfo) -> dict[str, Any]:
     }
 
 
+def public_auto(auto: ModelInfo) -> dict[str, Any]:
+    """ezat/auto as GET /api/models shows it: the capabilities and limits every model of its
+    chain shares, and the chain. No prices of its own: a request is billed at the prices of the
+    model that answers (each listed here)."""
+    return {
+        "id": auto.id,
+        "name": auto.name,
+        "aliases": [],
+        "capabilities": public_capabilities(auto),
+        "maxOutputTokens": auto.max_output_tokens,
+        "contextWindow": auto.context_window,
+        "pricing": None,
+        "pricingTiers": [],
+        "priceVersion": None,
+        "pricedAs": "the model that answers",
+        "chain": list(auto.chain),
+        "source": {"url": auto.source_url or None, "checked": auto.checked_on or None},
+        "media": auto.media.as_public(),
+    }
+
+
 def public_catalog(snapshot: CatalogSnapshot) -> dict[str, Any]:
-    return {"data": [public_model(m) for m in snapshot.models]}
+    data = [public_model(m) for m in snapshot.models]
+    auto = snapshot.auto()
+    if auto is not None:
+        data.append(public_auto(auto))
+    return {"data": data}
+
+
+def suggested_chains(snapshot: CatalogSnapshot) -> dict[str, Any]:
+    """The catalog's suggested chains (what the dashboard offers), by model id."""
+    return {
+        model_id: {
+            "models": list(s.models),
+            "why": s.why,
+            "source": {"url": s.source_url or None, "checked": s.checked_on or None},
+        }
+        for model_id, s in snapshot.suggestions.items()
+    }
 
 
 def tier_figures(tier: PriceTier) -> TierFigures:

@@ -22,13 +22,15 @@ from catalog.models import (
     ModelAlias,
     PriceTier,
     PriceVersion,
+    SuggestedChain,
 )
 from catalog.schema import (
     MEDIA_FIELDS,
     CatalogDataError,
     CatalogEntry,
+    CatalogFile,
     TierFigures,
-    parse_catalog,
+    parse_catalog_file,
 )
 from catalog.selectors import current_tiers
 from ezat import money
@@ -80,11 +82,16 @@ def bump_catalog_version() -> None:
 
 def read_catalog_file(path: Path) -> list[CatalogEntry]:
     """Every entry of the file, validated; CatalogDataError names the entry and field."""
+    return read_catalog(path).entries
+
+
+def read_catalog(path: Path) -> CatalogFile:
+    """The whole file (entries and suggested chains), validated."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise CatalogDataError(f"cannot read {path}: {exc}") from exc
-    return parse_catalog(data)
+    return parse_catalog_file(data)
 
 
 def create_price_version(
@@ -212,6 +219,22 @@ def _plan(entries: list[CatalogEntry], report: LoadReport) -> list[tuple[Catalog
     return plan
 
 
+def _plan_suggestions(catalog_file: CatalogFile, report: LoadReport) -> None:
+    """Report changed suggested chains. Suggestions for models the file does not name are left
+    alone (an operator's own), like models."""
+    named = [s.model for s in catalog_file.suggestions]
+    existing = {s.model: s.model_ids for s in SuggestedChain.objects.filter(model__in=named)}
+    for suggestion in catalog_file.suggestions:
+        old = existing.get(suggestion.model)
+        new = list(suggestion.models)
+        if old is None:
+            report.changes.append(f"+ {suggestion.model}: suggested chain {' → '.join(new)}")
+        elif old != new:
+            report.changes.append(
+                f"~ {suggestion.model}: suggested chain {' → '.join(old)} → {' → '.join(new)}"
+            )
+
+
 def load_catalog(
     path: Path = BUNDLED_CATALOG, *, check: bool = False, source: str | None = None
 ) -> LoadReport:
@@ -222,10 +245,12 @@ def load_catalog(
     keep the version they were admitted with. `check=True` reports and writes nothing.
     Models in the database but not in the file are left alone (an operator's own models).
     """
-    entries = read_catalog_file(path)
+    catalog_file = read_catalog(path)
+    entries = catalog_file.entries
     with transaction.atomic():
         report = LoadReport()
         plan = _plan(entries, report)
+        _plan_suggestions(catalog_file, report)
         if check:
             return report
         for entry, needs_prices in plan:
@@ -234,6 +259,17 @@ def load_catalog(
                 ModelAlias.objects.update_or_create(alias=alias, defaults={"model": model})
             if needs_prices:
                 create_price_version(model, entry.tiers, source=source or f"load_catalog {path}")
+        for suggestion in catalog_file.suggestions:
+            SuggestedChain.objects.update_or_create(
+                model=suggestion.model,
+                defaults={
+                    "model_ids": list(suggestion.models),
+                    "why": suggestion.why,
+                    "source_url": suggestion.source_url,
+                    "checked_on": suggestion.checked_on,
+                    "sort_order": suggestion.position,
+                },
+            )
         bump_catalog_version()
         report.written = True
         return report

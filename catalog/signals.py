@@ -12,10 +12,19 @@ from catalog.models import (
     ModelAlias,
     PriceTier,
     PriceVersion,
+    SuggestedChain,
 )
 from catalog.services import bump_catalog_version
 
-_WATCHED = (Model, ModelAlias, PriceVersion, PriceTier, Deployment, DeploymentModel)
+_WATCHED = (
+    Model,
+    ModelAlias,
+    PriceVersion,
+    PriceTier,
+    Deployment,
+    DeploymentModel,
+    SuggestedChain,
+)
 
 
 @receiver(post_save)

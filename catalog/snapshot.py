@@ -18,8 +18,10 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from billing.pricing import Prices, PriceSchedule, PriceTier, TierError
+from catalog.chains import AUTO_MODEL_ID, AUTO_MODEL_NAME, is_auto
 from catalog.crypto import ProviderKeyDecryptionError
 from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
+from catalog.schema import EFFORT_LEVELS
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +67,18 @@ class ModelInfo:
     forced_tool_choice: bool = True
     source_url: str = ""
     checked_on: str = ""
+    # Set only on the ezat/auto entry (`auto_model`): the models it resolves to. Such an entry
+    # has no routes and is never billed: the model that answers is.
+    chain: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SuggestedChainInfo:
+    model: str
+    models: tuple[str, ...]
+    why: str
+    source_url: str
+    checked_on: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +86,105 @@ class CatalogSnapshot:
     version: int
     models: tuple[ModelInfo, ...]
     by_name: dict[str, ModelInfo]
+    # Models in the catalog that cannot serve (disabled, or without prices): every name (id
+    # and aliases, lower case) → canonical id. A request list may name them; they are skipped.
+    unavailable: dict[str, str] = field(default_factory=dict)
+    # Catalog suggestions by model id (ezat/auto's is its default chain).
+    suggestions: dict[str, SuggestedChainInfo] = field(default_factory=dict)
+    # ezat/auto entries built for a chain, shared by every request with that chain.
+    _auto: dict[tuple[str, ...], ModelInfo] = field(default_factory=dict, compare=False)
 
     def resolve(self, name: str) -> ModelInfo | None:
         """Canonical id or alias, any letter case, surrounding spaces ignored."""
         return self.by_name.get(name.strip().lower())
 
+    def canonical(self, name: str) -> str | None:
+        """The canonical id of any catalog model, servable or not; None when unknown."""
+        key = name.strip().lower()
+        found = self.by_name.get(key)
+        return found.id if found is not None else self.unavailable.get(key)
+
+    def servable(self, model_id: str) -> ModelInfo | None:
+        return self.by_name.get(model_id.lower())
+
+    @property
+    def auto_chain(self) -> tuple[str, ...]:
+        """ezat/auto's default: the catalog's suggested general-purpose chain."""
+        suggestion = self.suggestions.get(AUTO_MODEL_ID)
+        return suggestion.models if suggestion is not None else ()
+
+    def auto(self, chain: tuple[str, ...] | None = None) -> ModelInfo | None:
+        """ezat/auto for `chain` (default: the catalog's), with what every servable model of it
+        shares; None when none of them can serve."""
+        chain = self.auto_chain if chain is None else chain
+        found = self._auto.get(chain)
+        if found is None:
+            members = [m for m in (self.servable(i) for i in chain) if m is not None]
+            if not members:
+                return None
+            found = auto_model(members, self.suggestions.get(AUTO_MODEL_ID))
+            if len(self._auto) < 1024:  # bounded: org chains are few
+                self._auto[chain] = found
+        return found
+
+    def listed(self, chain: tuple[str, ...] | None = None) -> tuple[ModelInfo, ...]:
+        """The models a model list shows: the catalog's, then ezat/auto when it can serve."""
+        auto = self.auto(chain)
+        return self.models if auto is None else (*self.models, auto)
+
+    def lookup(self, name: str, chain: tuple[str, ...] | None = None) -> ModelInfo | None:
+        """`resolve`, plus ezat/auto (with `chain`, the org's)."""
+        return self.auto(chain) if is_auto(name) else self.resolve(name)
+
+
+def _shared_levels(members: list[ModelInfo]) -> tuple[str, ...]:
+    return tuple(
+        level for level in EFFORT_LEVELS if all(level in m.reasoning_efforts for m in members)
+    )
+
+
+def auto_model(members: list[ModelInfo], suggestion: SuggestedChainInfo | None) -> ModelInfo:
+    """ezat/auto for a chain: what every model of it shares (capabilities, the smallest limits),
+    so a request valid for it is valid for each of them. Its `pricing` is the first model's and
+    is never billed: the answering model's prices are."""
+    first = members[0]
+    efforts = _shared_levels(members)
+    defaults = {m.default_effort for m in members}
+    thinking = {m.thinking for m in members}
+    return ModelInfo(
+        id=AUTO_MODEL_ID,
+        name=AUTO_MODEL_NAME,
+        aliases=(),
+        sampling=all(m.sampling for m in members),
+        prompt_caching=all(m.prompt_caching for m in members),
+        vision=all(m.vision for m in members),
+        pdf=all(m.pdf for m in members),
+        tools=all(m.tools for m in members),
+        structured_outputs=all(m.structured_outputs for m in members),
+        reasoning_efforts=efforts,
+        max_output_tokens=min(m.max_output_tokens for m in members),
+        context_window=min(m.context_window for m in members),
+        pricing=first.pricing,
+        routes=(),
+        created_at=first.created_at,
+        media=MediaFigures(
+            max(m.media.image_max_tokens for m in members),
+            max(m.media.pdf_page_max_tokens for m in members),
+            min(m.media.pdf_max_pages for m in members),
+        ),
+        default_effort=defaults.pop() if len(defaults) == 1 else None,
+        thinking=thinking.pop() if len(thinking) == 1 else "none",
+        thinking_can_be_disabled=all(m.thinking_can_be_disabled for m in members),
+        forced_tool_choice=all(m.forced_tool_choice for m in members),
+        source_url=suggestion.source_url if suggestion is not None else "",
+        checked_on=suggestion.checked_on if suggestion is not None else "",
+        chain=tuple(m.id for m in members),
+    )
+
 
 def build_snapshot() -> CatalogSnapshot:
     """Read the whole catalog (a few small queries). Runs in a worker thread."""
-    from catalog.models import CatalogVersion, Deployment, DeploymentModel, Model
+    from catalog.models import CatalogVersion, Deployment, DeploymentModel, Model, SuggestedChain
 
     version = CatalogVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
     deployments = {d.id: d for d in Deployment.objects.filter(enabled=True)}
@@ -114,11 +218,15 @@ def build_snapshot() -> CatalogSnapshot:
     schedules = _current_schedules()
     models = []
     by_name: dict[str, ModelInfo] = {}
-    for m in Model.objects.filter(enabled=True).prefetch_related("aliases"):
+    unavailable: dict[str, str] = {}
+    for m in Model.objects.prefetch_related("aliases"):
         pricing = schedules.get(m.id)
-        if pricing is None:
-            # Nothing to bill it at: not served until an operator gives it prices.
-            logger.error("model has no prices; not served", extra={"model": m.id})
+        if not m.enabled or pricing is None:
+            if m.enabled:
+                # Nothing to bill it at: not served until an operator gives it prices.
+                logger.error("model has no prices; not served", extra={"model": m.id})
+            for name in (m.id.lower(), *(a.alias for a in m.aliases.all())):
+                unavailable.setdefault(name, m.id)
             continue
         routes = explicit.get(m.id, []) + [Route(d, m.default_upstream_id) for d in serve_all]
         info = ModelInfo(
@@ -149,7 +257,26 @@ def build_snapshot() -> CatalogSnapshot:
         by_name[m.id.lower()] = info
         for alias in info.aliases:
             by_name.setdefault(alias, info)
-    return CatalogSnapshot(version=version, models=tuple(models), by_name=by_name)
+    suggestions = {
+        s.model: SuggestedChainInfo(
+            model=s.model,
+            models=tuple(s.model_ids),
+            why=s.why,
+            source_url=s.source_url,
+            checked_on=s.checked_on.isoformat() if s.checked_on else "",
+        )
+        for s in SuggestedChain.objects.all()
+    }
+    for name in list(unavailable):
+        if name in by_name:  # an alias an enabled model also answers to: it wins
+            del unavailable[name]
+    return CatalogSnapshot(
+        version=version,
+        models=tuple(models),
+        by_name=by_name,
+        unavailable=unavailable,
+        suggestions=suggestions,
+    )
 
 
 def _current_schedules() -> dict[str, PriceSchedule]:
