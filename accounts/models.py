@@ -89,3 +89,24 @@ class ManagementKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+
+class FallbackPolicy(models.Model):
+    """An org's default fallback chain for one model: the models tried, in order, when that
+    model cannot answer a request that did not bring its own list. For ezat/auto, the models
+    it resolves to for this org. No row: no fallbacks (ezat/auto: the catalog's chain)."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="fallbacks")
+    model_id = models.CharField(max_length=128, help_text="A catalog model id, or ezat/auto.")
+    fallbacks = models.JSONField(default=list, help_text="Ordered catalog model ids.")
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["model_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "model_id"], name="uniq_fallback_policy")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org}: {self.model_id} → {', '.join(self.fallbacks)}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F, QuerySet
 
-from accounts.models import ApiKey, Membership, Organization
+from accounts.models import ApiKey, FallbackPolicy, Membership, Organization
 
 
 def memberships_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Membership]:
@@ -56,3 +56,12 @@ def org_members(org: Organization) -> QuerySet[Membership]:
 
 def owner_count(org: Organization) -> int:
     return Membership.objects.filter(org=org, role=Membership.Role.OWNER).count()
+
+
+def org_fallbacks(org: Organization) -> QuerySet[FallbackPolicy]:
+    """The org's fallback chains, one per model that has one."""
+    return FallbackPolicy.objects.filter(org=org).order_by("model_id")
+
+
+def org_fallback(org: Organization, model_id: str) -> FallbackPolicy | None:
+    return FallbackPolicy.objects.filter(org=org, model_id=model_id).first()

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import keys
-from accounts.models import ApiKey, ManagementKey, Membership, Organization
+from accounts.models import ApiKey, FallbackPolicy, ManagementKey, Membership, Organization
+from catalog.chains import AUTO_MODEL_ID, ChainError, check_chain, is_auto
 
 
 class AccountsError(ValueError):
@@ -150,3 +151,57 @@ def revoke_management_key(*, key: ManagementKey) -> ManagementKey:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
     return key
+
+
+# --- Fallback policies ----------------------------------------------------------------------------
+
+
+def _catalog_names() -> dict[str, str]:
+    """Every catalog name (id and aliases, lower case) → canonical id, enabled or not."""
+    from catalog.models import Model, ModelAlias
+
+    names = {model_id.lower(): model_id for model_id in Model.objects.values_list("id", flat=True)}
+    for alias, model_id in ModelAlias.objects.values_list("alias", "model_id"):
+        names.setdefault(alias, model_id)
+    return names
+
+
+@transaction.atomic
+def set_fallbacks(
+    *, org: Organization, model: str, fallbacks: list[object], actor: str = ""
+) -> FallbackPolicy | None:
+    """The org's chain for `model` (a catalog id or alias, or ezat/auto), replacing any it had.
+    An empty list turns fallbacks off for that model (ezat/auto: back to the catalog's chain).
+
+    Every gateway process applies it within EZAT_KEY_CACHE_TTL seconds. Raises AccountsError
+    naming the bad entry (`fallbacks[2]`).
+    """
+    names = _catalog_names()
+    owner = AUTO_MODEL_ID if is_auto(model) else names.get(model.strip().lower())
+    if owner is None:
+        raise AccountsError(f"model: unknown model {model.strip()[:128]!r}")
+    try:
+        chain = check_chain(
+            fallbacks,
+            param="fallbacks",
+            canonical=lambda name: names.get(name.strip().lower()),
+            owner=None if owner == AUTO_MODEL_ID else owner,
+        )
+    except ChainError as exc:
+        raise AccountsError(exc.message) from None
+    if not chain:
+        FallbackPolicy.objects.filter(org=org, model_id=owner).delete()
+        return None
+    policy, _ = FallbackPolicy.objects.update_or_create(
+        org=org, model_id=owner, defaults={"fallbacks": list(chain), "updated_by": actor[:150]}
+    )
+    return policy
+
+
+def clear_fallbacks(*, org: Organization, model: str) -> bool:
+    """Turn fallbacks off for one model (ezat/auto: back to the catalog's chain). Idempotent;
+    returns whether there was a chain."""
+    names = _catalog_names()
+    owner = AUTO_MODEL_ID if is_auto(model) else names.get(model.strip().lower(), model.strip())
+    deleted, _ = FallbackPolicy.objects.filter(org=org, model_id=owner).delete()
+    return bool(deleted)
