@@ -57,8 +57,11 @@ class UsageRecord(models.Model):
     )
     api = models.CharField(max_length=16)  # "messages" or "chat"
     stream = models.BooleanField(default=False)
-    model_id = models.CharField(max_length=128, db_index=True)
+    model_id = models.CharField(max_length=128, db_index=True)  # the model that answered
     model_name = models.CharField(max_length=128)  # as the caller sent it
+    # The canonical id of the model asked for (ezat/auto for the auto model): differs from
+    # model_id when a fallback answered. Blank on records written before fallbacks existed.
+    requested_model = models.CharField(max_length=128, blank=True, default="")
     deployment = models.CharField(max_length=100, blank=True)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)

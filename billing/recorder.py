@@ -52,6 +52,8 @@ class UsageData:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     latency_ms: int = 0
     ttft_ms: int | None = None
+    # The canonical id of the model asked for; model_id is the one that answered (and billed).
+    requested_model: str = ""
 
     @property
     def tier(self) -> PriceTier:
@@ -72,6 +74,7 @@ def _fields(data: UsageData, cost: int) -> dict[str, Any]:
         "stream": data.stream,
         "model_id": data.model_id,
         "model_name": data.model_name[:128],
+        "requested_model": (data.requested_model or data.model_id)[:128],
         "deployment": data.deployment,
         "input_tokens": data.tokens.input,
         "output_tokens": data.tokens.output,
@@ -114,9 +117,10 @@ def _insert_one(fields: dict[str, Any]) -> None:
 # Columns written by the hot path, in order; the rest of the table keeps its defaults.
 _COLUMNS = (
     "request_id", "org_id", "api_key_id", "api", "stream", "model_id", "model_name",
-    "deployment", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_5m_tokens",
-    "cache_write_1h_tokens", "reasoning_tokens", "cost_nano", "prices", "price_version",
-    "output_exact", "status", "attempts", "latency_ms", "ttft_ms", "started_at", "created_at",
+    "requested_model", "deployment", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_nano", "prices",
+    "price_version", "output_exact", "status", "attempts", "latency_ms", "ttft_ms", "started_at",
+    "created_at",
 )  # fmt: skip
 _JSON_COLUMNS = frozenset({"prices", "attempts"})
 
