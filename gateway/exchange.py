@@ -1,6 +1,10 @@
 """One request's life on the gateway, shared by both APIs: admission, attempts over deployments
 with failover before the first token, the usage record and the settlement of its hold.
 
+A request may have a chain of models (gateway/chain.py): each model's deployments are tried
+in turn, and when none of them can answer before the first token, the next model of the chain
+is, with its own upstream body. The hold covers the dearest model of the chain.
+
 Protocol-specific code (validation, translation, framing) stays in the handlers; this module
 knows only Anthropic's upstream wire format.
 """
@@ -23,6 +27,7 @@ from accounts.keycache import KeyInfo
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
+from gateway.chain import Candidate, Prepared
 from gateway.errors import GatewayError, from_upstream
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
@@ -70,6 +75,13 @@ def check_body_size(route: Route, body: bytes) -> None:
 # What can end a stream after its commit point (nothing is retried then).
 STREAM_FAILURES = (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError)
 
+# Efforts that may think for minutes before the first token: they get the longer start deadline.
+HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
+
+# The caller's own errors: never a reason to try another model (the same request would fail
+# there too, or the caller must fix something first).
+CALLER_ERRORS = frozenset({400, 401, 402, 403, 413})
+
 
 @dataclass(slots=True)
 class OpenStream:
@@ -82,6 +94,14 @@ class OpenStream:
     # Events of the committing read after the first token, not parsed yet: the first token goes
     # out before the rest of a large first read is processed.
     rest: list[SSEEvent] = field(default_factory=list)
+
+
+def _no_body(route: Route) -> bytes:
+    raise AssertionError("this exchange's attempts build their own bodies")
+
+
+# A single-model exchange whose handler builds each attempt's body itself (token counts).
+_OWN_BODIES = Prepared(_no_body)
 
 
 class Exchange:
@@ -97,6 +117,9 @@ class Exchange:
         session: str,
         pin_kind: bool = False,
         high_effort: bool = False,
+        candidates: list[Candidate] | None = None,
+        requested_id: str | None = None,
+        fallbacks_barred: str | None = None,
     ) -> None:
         self.api = api
         self.request_id = request_id
@@ -105,11 +128,21 @@ class Exchange:
         # other's holds and spend past a cap.
         self.limits_id = f"{request_id}~{uuid.uuid4().hex}"
         self.key = key
-        self.model = model
-        self.model_name = model_name
+        # The models that may answer, in order (one without a chain). `model` and `model_name`
+        # are the current one's, and once answered, the answering one's.
+        self.candidates = candidates or [Candidate(model, model_name, prepared=_OWN_BODIES)]
+        self.candidate = self.candidates[0]
+        self.model = self.candidate.model
+        self.model_name = self.candidate.name
+        self.requested_id = requested_id or model.id
+        self.sent_name = model_name  # the model as the caller named it (usage records)
+        # Set when the chain had fallbacks this request may not use (signed thinking): the
+        # error then says why no other model was tried.
+        self.fallbacks_barred = fallbacks_barred
         self.stream = stream
         self.session = session
         self.pin_kind = pin_kind
+        self.high_effort = high_effort
         self.deadline_s = (
             settings.EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT
             if high_effort
@@ -121,33 +154,66 @@ class Exchange:
         self.attempts: list[dict[str, Any]] = []
         self.rate: limits.RateInfo | None = None
         self.hold_nano = 0
-        self._order: list[Route] = []
+        self._plan: list[tuple[Candidate, list[Route]]] = []
         self._slot: int | None = None
+        self._uses_slots = False
         self._settled = False
         self._recorded_cost = 0
         self.route: Route | None = None
 
     # --- admission ------------------------------------------------------------------------------
+    @property
+    def has_fallbacks(self) -> bool:
+        """Whether another model than the first may answer (the answer names the model)."""
+        return len(self.candidates) > 1
+
+    def _route_plan(self) -> list[tuple[Candidate, list[Route]]]:
+        """Each candidate with its deployments in routing order. With a chain, a model whose
+        deployments are all cooling down goes after the others (cooldowns stay a preference:
+        it is still tried last); a model no deployment serves is skipped."""
+        plan: list[tuple[Candidate, list[Route]]] = []
+        cooling: list[tuple[Candidate, list[Route]]] = []
+        for position, candidate in enumerate(self.candidates):
+            order = health.order(candidate.model.routes, self.session)
+            if self.pin_kind and order and position == 0:
+                # Signed thinking blocks are only valid on the platform that signed them.
+                order = [r for r in order if r.deployment.kind == order[0].deployment.kind]
+            if not order:
+                self.attempts.append({"model": candidate.model.id, "outcome": "no_deployment"})
+                continue
+            if self.has_fallbacks and all(health.is_cooling(r.deployment.id) for r in order):
+                cooling.append((candidate, order))
+            else:
+                plan.append((candidate, order))
+        return plan + cooling
+
     async def admit(self, *, input_estimate: int, max_tokens: int, billable: bool = True) -> None:
-        order = health.order(self.model.routes, self.session)
-        if self.pin_kind and order:
-            # Signed thinking blocks are only valid on the platform that signed them.
-            order = [r for r in order if r.deployment.kind == order[0].deployment.kind]
-        if not order:
+        for candidate in self.candidates:
+            candidate.estimate = candidate.estimate or input_estimate
+            candidate.max_tokens = candidate.max_tokens or max_tokens
+        plan = self._route_plan()
+        if not plan:
             raise GatewayError(
                 503, f"no deployment serves {self.model.id}", type_="overloaded_error"
             )
-        self._order = order
+        self._plan = plan
         if billable:
-            # The tier of the worst case: the prompt is at most the estimate.
-            self.hold_nano = self.model.pricing.worst_case_nano(
-                min(input_estimate, self.model.context_window), max_tokens
+            # The dearest model of the chain, at the tier of its worst case (the prompt is at
+            # most the estimate): whichever model answers, the cost stays within the hold, so a
+            # fallback can never spend past a cap or a balance.
+            self.hold_nano = max(
+                c.model.pricing.worst_case_nano(
+                    min(c.estimate, c.model.context_window), c.max_tokens
+                )
+                for c, _ in plan
             )
-        candidates = (
-            tuple((r.deployment.id, r.deployment.max_concurrency) for r in order)
-            if billable
-            else ()
-        )
+        candidates: tuple[tuple[int, int], ...] = ()
+        if billable:
+            seen: dict[int, int] = {}
+            for _, order in plan:
+                for r in order:
+                    seen.setdefault(r.deployment.id, r.deployment.max_concurrency)
+            candidates = tuple(seen.items())
         admitted = await limits.get_limiter().admit(
             limits.AdmitRequest(
                 request_id=self.limits_id,
@@ -161,28 +227,106 @@ class Exchange:
         )
         self.rate = admitted.rate
         self._slot = admitted.deployment_id
+        self._uses_slots = self._slot is not None
 
     # --- attempts -----------------------------------------------------------------------------
     async def run(self, attempt: Callable[[Route], Awaitable[Any]]) -> Any:
-        """Try deployments in order until one succeeds before its first token."""
+        """Try the chain's models in order, each over its deployments in order, until one
+        succeeds before its first token. Another model is tried only when this one could not
+        answer at all (every deployment full, or failed with a retryable error), never after
+        the caller's own error."""
+        plan = self._plan
+        start = 0
+        if self._slot is not None:
+            # The model whose deployment took the slot at admission: those before it had no
+            # room then (at capacity is one of the reasons to fall back).
+            start = next(
+                i
+                for i, (_, order) in enumerate(plan)
+                if any(r.deployment.id == self._slot for r in order)
+            )
+            for candidate, _ in plan[:start]:
+                self.attempts.append({"model": candidate.model.id, "outcome": "full"})
+        last: GatewayError | None = None
+        tried = 0  # deployments tried so far, whatever the model
+        for candidate, order in plan[start:]:
+            if not self._switch_to(candidate):
+                continue
+            if candidate is not self.candidates[0]:
+                metrics.MODEL_FALLBACKS.labels(self.requested_id, candidate.model.id).inc()
+            result, error, tried = await self._run_model(attempt, order, tried)
+            if error is None:
+                return result
+            last = error
+            if error.status in CALLER_ERRORS:
+                raise error  # the same request would fail on any model
+        if last is None:
+            raise GatewayError(
+                529,
+                "every deployment of this model is at capacity; retry shortly",
+                type_="overloaded_error",
+                headers={"retry-after": "1"},
+            )
+        if self.fallbacks_barred is not None:
+            raise GatewayError(
+                503,
+                f"{self.model.id} cannot answer right now ({last.message}); "
+                f"{self.fallbacks_barred}",
+                type_="overloaded_error",
+                headers={"retry-after": "1"},
+            )
+        raise last
+
+    def _switch_to(self, candidate: Candidate) -> bool:
+        """Make `candidate` the current model, its request prepared; False (and skipped) when
+        its request cannot be built (it refuses something the request needs)."""
+        try:
+            prepared = candidate.prepare()
+        except GatewayError as exc:
+            if candidate is self.candidates[0] or exc.status >= 500:
+                raise
+            self.attempts.append(
+                {"model": candidate.model.id, "outcome": "skipped", "reason": exc.message}
+            )
+            return False
+        self.candidate = candidate
+        self.model = candidate.model
+        self.model_name = candidate.name
+        high = self.high_effort if prepared.effort is None else prepared.effort in HIGH_EFFORTS
+        self.deadline_s = (
+            settings.EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT
+            if high
+            else settings.EZAT_ATTEMPT_START_DEADLINE
+        )
+        return True
+
+    async def _run_model(
+        self, attempt: Callable[[Route], Awaitable[Any]], order: list[Route], tried: int
+    ) -> tuple[Any, GatewayError | None, int]:
+        """One model's deployments: (result, None, tried) on success, (None, the last error,
+        tried) when none answered. A non-retryable failure is raised: the caller's error."""
         limiter = limits.get_limiter()
         last: GatewayError | None = None
-        uses_slots = self._slot is not None
-        ordered = self._order
-        if uses_slots:
-            # The slot taken at admission first, then the others in routing order.
-            ordered = [r for r in ordered if r.deployment.id == self._slot] + [
-                r for r in ordered if r.deployment.id != self._slot
-            ]
-        for position, route in enumerate(ordered):
+        if self._slot is not None:
+            if any(r.deployment.id == self._slot for r in order):
+                # The slot taken at admission first, then the others in routing order.
+                order = [r for r in order if r.deployment.id == self._slot] + [
+                    r for r in order if r.deployment.id != self._slot
+                ]
+            else:  # held for a model that was skipped: this model takes its own
+                await self._release_slot()
+        for route in order:
             dep = route.deployment
-            if position and uses_slots:
+            if self._uses_slots and self._slot != dep.id:
                 if not await limiter.acquire_slot(self.limits_id, dep.id, dep.max_concurrency):
-                    self.attempts.append({"deployment": dep.name, "outcome": "full"})
+                    self.attempts.append(
+                        {"model": self.model.id, "deployment": dep.name, "outcome": "full"}
+                    )
                     continue
                 self._slot = dep.id
-            if position:
+            if tried:
                 metrics.FAILOVERS.inc()
+            tried += 1
             started = time.perf_counter()
             try:
                 result = await attempt(route)
@@ -198,20 +342,31 @@ class Exchange:
             self._log_attempt(route, "ok", started, 200)
             health.success(dep.id)
             self.route = route
-            return result
+            return result, None, tried
         if last is None:
-            raise GatewayError(
+            last = GatewayError(
                 529,
-                "every deployment of this model is at capacity; retry shortly",
+                f"every deployment of {self.model.id} is at capacity; retry shortly",
                 type_="overloaded_error",
                 headers={"retry-after": "1"},
             )
-        raise last
+        return None, last, tried
+
+    def body_for(self, route: Route) -> bytes:
+        """The current model's upstream body for `route`."""
+        return self.candidate.prepare().body_for(route)
+
+    @property
+    def effort(self) -> str | None:
+        """The reasoning effort applied on the current (once answered: answering) model."""
+        prepared = self.candidate.prepared
+        return prepared.effort if prepared is not None else None
 
     def _log_attempt(self, route: Route, outcome: str, started: float, status: int | None) -> None:
         ms = round((time.perf_counter() - started) * 1000, 1)
         self.attempts.append(
             {
+                "model": self.model.id,
                 "deployment": route.deployment.name,
                 "outcome": outcome,
                 "status": status,
@@ -473,7 +628,8 @@ class Exchange:
             api=self.api,
             stream=self.stream,
             model_id=self.model.id,
-            model_name=self.model_name,
+            model_name=self.sent_name,
+            requested_model=self.requested_id,
             deployment=self.route.deployment.name if self.route else "",
             tokens=tokens,
             pricing=self.model.pricing,  # the version admitted with, whatever loads later

@@ -27,3 +27,8 @@ USAGE_RECORD_FAILURES = Counter(
 SIDE_EFFECT_FAILURES = Counter(
     "ezat_side_effect_failures_total", "Best-effort side effects that failed", ["what"]
 )
+MODEL_FALLBACKS = Counter(
+    "ezat_model_fallbacks_total",
+    "Times a request moved on to another model of its chain (before its first token)",
+    ["requested", "model"],
+)

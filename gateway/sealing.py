@@ -90,3 +90,30 @@ class Sealer:
 
 def _refused(param: str, why: str) -> InvalidRequest:
     return InvalidRequest(f"{param}: {why}", param)
+
+
+class ChainOpener:
+    """Opens sealed reasoning for any model of a request's chain, and remembers which model
+    the latest block was sealed for: the conversation's thinking is bound to that model, so
+    the request goes there (gateway/chain.py never moves signed thinking to another model).
+
+    With one model it is that model's `Sealer.open`, errors included."""
+
+    __slots__ = ("_sealers", "opened_by")
+
+    def __init__(self, org_id: int, model_ids: list[str]) -> None:
+        self._sealers = [(model_id, Sealer(org_id, model_id)) for model_id in model_ids]
+        self.opened_by: str | None = None
+
+    def open(self, blob: str, param: str) -> dict[str, Any]:
+        first: InvalidRequest | None = None
+        for model_id, sealer in self._sealers:
+            try:
+                block = sealer.open(blob, param)
+            except InvalidRequest as exc:
+                first = first or exc
+                continue
+            self.opened_by = model_id
+            return block
+        assert first is not None, "a chain has at least one model"
+        raise first

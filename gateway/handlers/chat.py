@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from catalog.snapshot import ModelInfo, Route
+from catalog.snapshot import ModelInfo
+from gateway.chain import Candidate, ModelChain, Prepared, fitting
 from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -26,12 +27,16 @@ from gateway.handlers.common import (
     HIGH_EFFORTS,
     OPENAI,
     RequestScope,
+    answer_headers,
     authenticate,
+    bar_fallbacks,
+    committed_headers,
     guarded,
     input_estimate,
+    model_chain,
     read_json,
-    resolve_model,
     snapshot,
+    stream_headers,
 )
 from gateway.handlers.translated import (
     caps,
@@ -51,6 +56,8 @@ from gateway.http import (
     base_headers,
     send_response,
 )
+from gateway.protocols.fallbacks import translated_needs
+from gateway.protocols.openai.common import default_max_tokens
 from gateway.protocols.openai.inbound import (
     InvalidRequest,
     TranslatedRequest,
@@ -66,24 +73,94 @@ from gateway.thinking_store import store as thinking_store
 FMT = OPENAI
 
 
+class _Request:
+    """The chat request as the chain's models need it: the caller's body, the options of its
+    translation, and what only the first translation fetched (image downloads, whether stored
+    thinking was missing), so another model's translation reuses them."""
+
+    __slots__ = ("auto_cache", "body", "images", "thinking_lost")
+
+    def __init__(self, body: dict[str, Any], auto_cache: bool) -> None:
+        self.body = body
+        self.auto_cache = auto_cache
+        self.images: dict[str, dict[str, Any]] = {}  # param → the downloaded image's source
+        self.thinking_lost = False
+
+    def translate(self, model: ModelInfo) -> TranslatedRequest:
+        try:
+            return translate_request(self.body, caps(model), auto_cache=self.auto_cache)
+        except InvalidRequest as exc:
+            raise invalid(exc) from None
+
+    def for_model(self, model: ModelInfo) -> Prepared:
+        """Another model's request (a fallback, or a model of ezat/auto's chain)."""
+        tr = self.translate(model)
+        for ref in tr.images:
+            ref.block["source"] = self.images[ref.param]
+        # Signed thinking never reaches another model (the chain stops at the first): only a
+        # tool loop whose thinking was not found is left, and it runs without thinking.
+        if not attach_thinking(tr.body, {}, tr.thinking):
+            disable_thinking(tr.body)
+        return _prepared(tr)
+
+
+def _prepared(tr: TranslatedRequest) -> Prepared:
+    return Prepared(lambda route: upstream_body(tr.body, route), tr.reasoning_effort, tr)
+
+
 async def _prepare(
-    request: ApiRequest, body: dict[str, Any], model: ModelInfo, org_id: int, scope: RequestScope
+    request: ApiRequest, req: _Request, model: ModelInfo, org_id: int, scope: RequestScope
 ) -> tuple[TranslatedRequest, int]:
     """Translate, restore thinking blocks, inline image URLs; also returns the worst-case input
     tokens (text by size, media by its pixels and pages)."""
-    auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
-    try:
-        tr = translate_request(body, caps(model), auto_cache=auto_cache)
-    except InvalidRequest as exc:
-        raise invalid(exc) from None
+    tr = req.translate(model)
     if tr.tool_call_ids_needing_thinking:
         blocks = await thinking_store.get_many(org_id, tr.tool_call_ids_needing_thinking)
         if not attach_thinking(tr.body, blocks, tr.thinking):
             # The signed blocks are gone (expired, other process without Redis): the upstream
             # would refuse the turn, so this one request runs without thinking instead.
             disable_thinking(tr.body)
+            req.thinking_lost = True
     await inline_images(tr.images, model, tr.media, len(request.body), scope)
+    req.images = {ref.param: ref.block["source"] for ref in tr.images}
     return tr, input_estimate(len(request.body), tr.media, model)
+
+
+def _sent_max_tokens(body: dict[str, Any], tr: TranslatedRequest) -> int | None:
+    """The request's own output limit; None when it was defaulted."""
+    if body.get("max_completion_tokens") is None and body.get("max_tokens") is None:
+        return None
+    return int(tr.body["max_tokens"])
+
+
+def _candidates(
+    models: ModelChain, req: _Request, tr: TranslatedRequest, raw_len: int
+) -> list[Candidate]:
+    sent = _sent_max_tokens(req.body, tr)
+    needs = translated_needs(
+        tr.body,
+        tr.media,
+        pending_images=len(tr.images),
+        max_tokens=sent,
+        honours_sampling=models.primary.sampling,
+    )
+
+    def estimate(model: ModelInfo) -> int:
+        return input_estimate(raw_len, tr.media, model)
+
+    found = []
+    for model in fitting(models, needs, estimate):
+        candidate = Candidate(
+            model,
+            models.response_name(model),
+            build=req.for_model,
+            estimate=estimate(model),
+            max_tokens=sent if sent is not None else default_max_tokens(caps(model)),
+        )
+        if model.id == models.requested_id:
+            candidate.prepared = _prepared(tr)
+        found.append(candidate)
+    return found
 
 
 async def create_chat_completion(request: ApiRequest, send: Send) -> int:
@@ -92,19 +169,31 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
         body = await read_json(request)
         name = model_name(body)
         assert isinstance(body, dict)
-        model = resolve_model(await snapshot(), name, FMT)
-        tr, estimate = await _prepare(request, body, model, key.org_id, scope)
+        models = await model_chain(request, await snapshot(), key, name, FMT, body)
+        # The requested model, or for ezat/auto what its chain shares: a request valid for it
+        # is valid for the models that may answer.
+        model = models.primary
+        auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
+        req = _Request(body, auto_cache)
+        tr, estimate = await _prepare(request, req, model, key.org_id, scope)
         raw_upstream_hint = orjson.dumps(tr.body) if tr.tool_call_ids_needing_thinking else b""
+        signed = has_thinking_signatures(raw_upstream_hint)
+        candidates, barred = _candidates(models, req, tr, len(request.body)), None
+        if signed:
+            candidates, barred = bar_fallbacks(candidates)
         exchange = Exchange(
             api="chat",
             request_id=request.request_id,
             key=key,
-            model=model,
+            model=candidates[0].model,
             model_name=name,
             stream=tr.stream,
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
-            pin_kind=has_thinking_signatures(raw_upstream_hint),
+            pin_kind=signed,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
+            candidates=candidates,
+            requested_id=models.requested_id,
+            fallbacks_barred=barred,
         )
         await scope.admit(
             exchange,
@@ -112,23 +201,15 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             max_tokens=tr.body["max_tokens"],
         )
         extra = FMT.rate_headers(scope.rate)
-        if tr.reasoning_effort is not None:
-            extra.append((b"x-ezat-reasoning-effort", tr.reasoning_effort.encode()))
         if tr.stream:
             return await _stream(request, send, exchange, tr, extra)
-        return await _json(request, send, exchange, tr, extra)
+        return await _json(request, send, exchange, extra)
 
     return await guarded(request, send, FMT, handle)
 
 
-def _upstream_body(tr: TranslatedRequest, route: Route) -> bytes:
-    return upstream_body(tr.body, route)
-
-
-async def _json(
-    request: ApiRequest, send: Send, exchange: Exchange, tr: TranslatedRequest, extra: Headers
-) -> int:
-    reply = await exchange.call(lambda route: _upstream_body(tr, route), None)
+async def _json(request: ApiRequest, send: Send, exchange: Exchange, extra: Headers) -> int:
+    reply = await exchange.call(exchange.body_for, None)
     await thinking_store.put(
         exchange.key.org_id, thinking_blocks_by_tool_id(reply.get("content") or [])
     )
@@ -139,7 +220,7 @@ async def _json(
         created=int(time.time()),
     )
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
-    headers = base_headers(request.request_id) + [JSON_CT] + extra
+    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
     await send_response(send, 200, orjson.dumps(completion), headers)
     exchange.log(200)
     return 200
@@ -148,25 +229,36 @@ async def _json(
 async def _stream(
     request: ApiRequest, send: Send, exchange: Exchange, tr: TranslatedRequest, extra: Headers
 ) -> int:
-    translator = ChatStreamTranslator(
-        request_id=request.request_id,
-        model_name=exchange.model_name,
-        created=int(time.time()),
-        include_usage=tr.include_usage,
+    created = int(time.time())
+    writer = StreamWriter(
+        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
     )
-    writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + extra)
-
     try:
         opened = await exchange.open_committed(
-            lambda route: _upstream_body(tr, route), None, writer, ChatStreamTranslator.PING
+            exchange.body_for, None, writer, ChatStreamTranslator.PING
         )
     except GatewayError as err:
         if not writer.opened:
             raise
         status = FMT.error_status(err)
+        translator = _translator(request, exchange, created, tr)
         await exchange.fail_stream(writer, _stream_error(translator, err), status)
         return status
+    committed_headers(writer, exchange)
+    # Built at the first token: its chunks name the model that answers.
+    translator = _translator(request, exchange, created, tr)
     return await _pump(request, exchange, opened, writer, translator)
+
+
+def _translator(
+    request: ApiRequest, exchange: Exchange, created: int, tr: TranslatedRequest
+) -> ChatStreamTranslator:
+    return ChatStreamTranslator(
+        request_id=request.request_id,
+        model_name=exchange.model_name,
+        created=created,
+        include_usage=tr.include_usage,
+    )
 
 
 def _stream_error(translator: ChatStreamTranslator, err: GatewayError) -> bytes:

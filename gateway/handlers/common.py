@@ -6,21 +6,34 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from django.conf import settings
 
 from accounts.keycache import KeyInfo
 from accounts.keycache import cache as key_cache
+from catalog.chains import is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 from catalog.snapshot import holder as catalog
-from gateway import limits
+from gateway import chain, limits
+from gateway.chain import Candidate, ModelChain
 from gateway.errors import GatewayError, anthropic_body, openai_body, openai_status
-from gateway.exchange import Exchange
-from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
+from gateway.exchange import HIGH_EFFORTS, Exchange
+from gateway.http import (
+    JSON_CT,
+    ApiRequest,
+    Headers,
+    Send,
+    StreamWriter,
+    base_headers,
+    send_response,
+)
 from gateway.protocols.anthropic.validation import unknown_model
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.protocols.nesting import nesting_exceeds, nesting_message
+
+__all__ = ["HIGH_EFFORTS"]  # re-exported: the handlers pick the start deadline with it
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +84,6 @@ class ApiFormat:
         return status
 
 
-# Efforts that may think for minutes before the first token: they get the longer start deadline.
-HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
-
 ANTHROPIC = ApiFormat("messages")
 OPENAI = ApiFormat("chat")
 
@@ -112,6 +122,74 @@ async def read_json(request: ApiRequest) -> object:
 
 async def snapshot() -> CatalogSnapshot:
     return await catalog.get()
+
+
+async def model_chain(
+    request: ApiRequest,
+    snap: CatalogSnapshot,
+    key: KeyInfo,
+    name: str,
+    fmt: ApiFormat,
+    body: dict[str, Any] | None = None,
+) -> ModelChain:
+    """The request's model chain (gateway/chain.py): its `models` list (the OpenAI APIs pass
+    `body`), else its x-ezat-fallback-models header, else the org's policy. The body's list
+    wins over the header: it is the more specific of the two."""
+    explicit = chain.parse_body_list(body, snap) if body is not None else None
+    if explicit is None:
+        explicit = chain.parse_header(request.headers.get(chain.FALLBACK_HEADER), snap)
+    return await chain.resolve_chain(snap, key, name, explicit, openai=fmt.is_openai)
+
+
+async def counting_model(
+    snap: CatalogSnapshot, key: KeyInfo, name: str, fmt: ApiFormat
+) -> ModelInfo:
+    """The model a token count runs on: the one named, or for ezat/auto its first model (the
+    org's chain). Counting never falls back: it is free and answers from one model."""
+    if not is_auto(name):
+        return resolve_model(snap, name, fmt)
+    models = await chain.resolve_chain(snap, key, name, None, openai=fmt.is_openai)
+    return models.models[0]
+
+
+def bar_fallbacks(candidates: list[Candidate]) -> tuple[list[Candidate], str | None]:
+    """A conversation carrying signed thinking goes to one model only: thinking blocks are bound
+    to the model that produced them (https://platform.claude.com/docs/en/build-with-claude/
+    preserved-thinking: a model reads only its own blocks and a fixed set of others'), so a
+    tool loop with thinking is never moved to another model. Returns the first candidate alone
+    and, when there were others, why they are not tried (the error says it if the model cannot
+    answer)."""
+    if len(candidates) < 2:
+        return candidates, None
+    others = ", ".join(c.model.id for c in candidates[1:])
+    return candidates[:1], (
+        f"the fallback models ({others}) were not tried: this conversation carries signed "
+        "thinking blocks, which only the model that produced them can continue"
+    )
+
+
+def answer_headers(exchange: Exchange) -> Headers:
+    """x-ezat-model (the answering model's canonical id) and x-ezat-reasoning-effort (the level
+    applied on it, when an effort was asked for)."""
+    headers: Headers = [(b"x-ezat-model", exchange.model.id.encode())]
+    if exchange.effort is not None:
+        headers.append((b"x-ezat-reasoning-effort", exchange.effort.encode()))
+    return headers
+
+
+def stream_headers(exchange: Exchange) -> Headers:
+    """What a stream's headers say about the model before it is known: with a single model, the
+    answer can only come from it, so the headers name it even if keep-alives open the stream
+    before its first token. With fallbacks they wait for the first token (`committed_headers`):
+    until then the model is not known, and the first chunk / message_start names it."""
+    return [] if exchange.has_fallbacks else answer_headers(exchange)
+
+
+def committed_headers(writer: StreamWriter, exchange: Exchange) -> None:
+    """At the first token: name the answering model in the headers, unless keep-alives opened
+    the stream already (then the first chunk / message_start does)."""
+    if exchange.has_fallbacks and not writer.opened:
+        writer.headers = writer.headers + answer_headers(exchange)
 
 
 def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo:

@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-from catalog.snapshot import Route
+from catalog.snapshot import ModelInfo, Route
+from gateway.chain import Candidate, ModelChain, Prepared, fitting
 from gateway.errors import GatewayError
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -22,13 +23,18 @@ from gateway.handlers.common import (
     ANTHROPIC,
     HIGH_EFFORTS,
     RequestScope,
+    answer_headers,
     authenticate,
+    bar_fallbacks,
+    committed_headers,
+    counting_model,
     guarded,
     input_estimate,
     invalid_media,
+    model_chain,
     read_json,
-    resolve_model,
     snapshot,
+    stream_headers,
 )
 from gateway.http import (
     JSON_CT,
@@ -43,7 +49,8 @@ from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.media import tally_messages
 from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
-from gateway.protocols.media import InvalidMedia
+from gateway.protocols.fallbacks import mapped_effort, messages_needs
+from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.routing import has_thinking_signatures, session_key
 
 FMT = ANTHROPIC
@@ -55,7 +62,11 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         body = await read_json(request)
         checked = validation.check_body(body)
         assert isinstance(body, dict) and checked.max_tokens is not None
-        model = resolve_model(await snapshot(), checked.model, FMT)
+        snap = await snapshot()
+        models = await model_chain(request, snap, key, checked.model, FMT)
+        # The requested model, or for ezat/auto what its chain shares: a request valid for it
+        # is valid for the models that may answer.
+        model = models.primary
         validation.check_max_tokens(checked.max_tokens, model.id, model.max_output_tokens)
         try:
             media = tally_messages(body, model.media)
@@ -67,19 +78,38 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             forced_tool_choice=model.forced_tool_choice,
             thinking_can_be_disabled=model.thinking_can_be_disabled,
         )
+        # The body as sent is what the requested model gets; other models get their own copy.
+        pristine = _pristine(body, models)
         stripped = not model.prompt_caching and validation.strip_cache_control(body)
         output_config = body.get("output_config")
         effort = output_config.get("effort") if isinstance(output_config, dict) else None
+        signed = has_thinking_signatures(request.body)
+        candidates = _candidates(
+            models,
+            body,
+            pristine,
+            None if stripped else request.body,
+            media,
+            max_tokens=checked.max_tokens,
+            raw_len=len(request.body),
+            effort=effort if isinstance(effort, str) else None,
+        )
+        barred = None
+        if signed:
+            candidates, barred = bar_fallbacks(candidates)
         exchange = Exchange(
             api="messages",
             request_id=request.request_id,
             key=key,
-            model=model,
+            model=candidates[0].model,
             model_name=checked.model,
             stream=checked.stream,
             session=session_key(request.headers.get("x-ezat-session"), None, body),
-            pin_kind=has_thinking_signatures(request.body),
+            pin_kind=signed,
             high_effort=effort in HIGH_EFFORTS,
+            candidates=candidates,
+            requested_id=models.requested_id,
+            fallbacks_barred=barred,
         )
         await scope.admit(
             exchange,
@@ -87,10 +117,9 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             max_tokens=checked.max_tokens,
         )
         beta = request.headers.get("anthropic-beta")
-        body_for = _body_for(body, None if stripped else request.body)
         if checked.stream:
-            return await _stream(request, send, exchange, body_for, beta)
-        return await _json(request, send, exchange, body_for, beta)
+            return await _stream(request, send, exchange, exchange.body_for, beta)
+        return await _json(request, send, exchange, exchange.body_for, beta)
 
     return await guarded(request, send, FMT, handle)
 
@@ -117,13 +146,79 @@ def _body_for(body: dict[str, Any], raw: bytes | None) -> BodyFor:
     return build
 
 
+def _pristine(body: dict[str, Any], models: ModelChain) -> dict[str, Any] | None:
+    """A copy of the caller's body for the chain's other models (before anything is stripped
+    for the requested one), or None without a chain. Only requests with fallbacks pay it."""
+    if all(m.id == models.requested_id for m in models.models):
+        return None
+    return orjson.loads(orjson.dumps(body))
+
+
+def _candidates(
+    models: ModelChain,
+    body: dict[str, Any],
+    pristine: dict[str, Any] | None,
+    raw: bytes | None,
+    media: MediaTally,
+    *,
+    max_tokens: int,
+    raw_len: int,
+    effort: str | None,
+) -> list[Candidate]:
+    """The models that may answer, each with its body: the requested model the caller's
+    (spliced), the others a copy with the effort mapped to their nearest level and cache
+    breakpoints dropped where they have no prompt caching."""
+    primary = models.primary
+
+    def estimate(model: ModelInfo) -> int:
+        return input_estimate(raw_len, media, model)
+
+    needs = messages_needs(
+        pristine or body, media, max_tokens=max_tokens, honours_sampling=primary.sampling
+    )
+    found = []
+    for model in fitting(models, needs, estimate):
+        candidate = Candidate(
+            model,
+            models.response_name(model),
+            estimate=estimate(model),
+            max_tokens=max_tokens,
+        )
+        if model.id == models.requested_id:
+            candidate.prepared = Prepared(_body_for(body, raw), effort)
+        else:
+            assert pristine is not None
+            candidate.build = _other_model(pristine, effort)
+        found.append(candidate)
+    return found
+
+
+def _other_model(pristine: dict[str, Any], effort: str | None) -> Callable[[ModelInfo], Prepared]:
+    def build(model: ModelInfo) -> Prepared:
+        own = orjson.loads(orjson.dumps(pristine))
+        applied = effort
+        if effort is not None:
+            applied = mapped_effort(model, effort)
+            own["output_config"]["effort"] = applied
+        if not model.prompt_caching:
+            validation.strip_cache_control(own)
+        return Prepared(_body_for(own, None), applied)
+
+    return build
+
+
 async def _json(
     request: ApiRequest, send: Send, exchange: Exchange, body_for: BodyFor, beta: str | None
 ) -> int:
     reply = await exchange.call(body_for, beta)
     reply["model"] = exchange.model_name
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
-    headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(exchange.rate)
+    headers = (
+        base_headers(request.request_id)
+        + [JSON_CT]
+        + FMT.rate_headers(exchange.rate)
+        + answer_headers(exchange)
+    )
     await send_response(send, 200, orjson.dumps(reply), headers)
     exchange.log(200)
     return 200
@@ -133,7 +228,11 @@ async def _stream(
     request: ApiRequest, send: Send, exchange: Exchange, body_for: BodyFor, beta: str | None
 ) -> int:
     writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + FMT.rate_headers(exchange.rate)
+        send,
+        base_headers(request.request_id)
+        + SSE_HEADERS
+        + FMT.rate_headers(exchange.rate)
+        + stream_headers(exchange),
     )
 
     try:
@@ -146,6 +245,7 @@ async def _stream(
             writer, error_event(err.type, err.message, request.request_id), err.status
         )
         return err.status
+    committed_headers(writer, exchange)
     disconnected = request.watch_disconnect()
     return await pump_anthropic(request, exchange, opened, writer, disconnected)
 
@@ -212,7 +312,7 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         body = await read_json(request)
         checked = validation.check_body(body, count_tokens=True)
         assert isinstance(body, dict)
-        model = resolve_model(await snapshot(), checked.model, FMT)
+        model = await counting_model(await snapshot(), key, checked.model, FMT)
         try:
             tally_messages(body, model.media)  # the same base64 checks as a billed request
         except InvalidMedia as exc:
@@ -240,7 +340,12 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
             return payload
 
         payload = await exchange.run(attempt)
-        headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(scope.rate)
+        headers = (
+            base_headers(request.request_id)
+            + [JSON_CT]
+            + FMT.rate_headers(scope.rate)
+            + answer_headers(exchange)
+        )
         await send_response(send, 200, payload, headers)
         return 200
 

@@ -4,8 +4,11 @@
   `before_id`, answering `data`, `first_id`, `last_id`, `has_more` (reference/protocol.md 1.11;
   the A-SDK pages on with `after_id=last_id`, or `before_id=first_id` when paging backwards).
 - `GET /v1/models/{id}` and `GET /openai/v1/models/{id}`: one model, by canonical id or alias,
-  any case. Ids contain a `/`; the SDKs send it percent-encoded (`anthropic%2Fclaude-…`), and the
-  ASGI server hands us the decoded `scope["path"]`, so the raw and encoded forms arrive alike.
+  any case. Ids contain a `/`; the SDKs send it percent-encoded (`anthropic%2Fclaude-…`), and
+  the ASGI server hands us the decoded `scope["path"]`, so the raw and encoded forms arrive
+  alike.
+- `ezat/auto` is listed last, with what every model of the caller's org's chain for it shares
+  (the catalog's suggested chain unless the org set its own).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from accounts.fallbackcache import cache as fallback_cache
+from accounts.keycache import KeyInfo
+from catalog.chains import AUTO_MODEL_ID, is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 from gateway.errors import GatewayError, invalid
 from gateway.handlers.common import (
@@ -64,17 +70,25 @@ def _one_param(params: dict[str, list[str]], name: str) -> str | None:
     return values[0]
 
 
-def _cursor(snap: CatalogSnapshot, params: dict[str, list[str]], name: str) -> int | None:
+def _cursor(
+    snap: CatalogSnapshot,
+    params: dict[str, list[str]],
+    name: str,
+    listed: tuple[ModelInfo, ...],
+    chain: tuple[str, ...] | None,
+) -> int | None:
     value = _one_param(params, name)
     if value is None:
         return None
-    model = snap.resolve(value)
-    if model is None:
+    model = snap.lookup(value, chain)
+    if model is None or model not in listed:
         raise invalid(f"{name}: no model with id {value!r}", name)
-    return snap.models.index(model)
+    return listed.index(model)
 
 
-def page(snap: CatalogSnapshot, query: bytes) -> dict[str, Any]:
+def page(
+    snap: CatalogSnapshot, query: bytes, chain: tuple[str, ...] | None = None
+) -> dict[str, Any]:
     """One page of the Anthropic-shaped list, or a 400 naming the bad parameter."""
     try:
         params = parse_qs(query.decode("latin-1"), keep_blank_values=True, strict_parsing=False)
@@ -86,11 +100,11 @@ def page(snap: CatalogSnapshot, query: bytes) -> dict[str, Any]:
         if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIMIT:
             raise invalid(f"limit: must be an integer between 1 and {MAX_LIMIT}", "limit")
         limit = int(raw_limit)
-    after = _cursor(snap, params, "after_id")
-    before = _cursor(snap, params, "before_id")
+    models = snap.listed(chain)
+    after = _cursor(snap, params, "after_id", models, chain)
+    before = _cursor(snap, params, "before_id", models, chain)
     if after is not None and before is not None:
         raise invalid("before_id, after_id: give at most one of them", "before_id")
-    models = snap.models
     if before is not None:
         start = max(before - limit, 0)
         chosen, has_more = models[start:before], start > 0
@@ -112,14 +126,20 @@ async def _answer(request: ApiRequest, send: Send, payload: dict[str, Any]) -> i
     return 200
 
 
+async def _auto_chain(key: KeyInfo) -> tuple[str, ...] | None:
+    """The org's chain for ezat/auto; None: the catalog's."""
+    return (await fallback_cache.chains(key.org_id)).get(AUTO_MODEL_ID)
+
+
 async def list_models(request: ApiRequest, send: Send, fmt: ApiFormat) -> int:
     try:
-        await authenticate(request, fmt)
+        key = await authenticate(request, fmt)
         snap = await snapshot()
+        chain = await _auto_chain(key)
         if fmt.is_openai:
-            payload = {"object": "list", "data": [openai_model(m) for m in snap.models]}
+            payload = {"object": "list", "data": [openai_model(m) for m in snap.listed(chain)]}
         else:
-            payload = page(snap, request.query)
+            payload = page(snap, request.query, chain)
     except GatewayError as err:
         return await fmt.send_error(send, request, err)
     return await _answer(request, send, payload)
@@ -127,8 +147,11 @@ async def list_models(request: ApiRequest, send: Send, fmt: ApiFormat) -> int:
 
 async def get_model(request: ApiRequest, send: Send, fmt: ApiFormat, name: str) -> int:
     try:
-        await authenticate(request, fmt)
-        model = resolve_model(await snapshot(), name, fmt)
+        key = await authenticate(request, fmt)
+        snap = await snapshot()
+        auto = snap.auto(await _auto_chain(key)) if is_auto(name) else None
+        # ezat/auto with no model able to serve is unknown, like any model that cannot.
+        model = auto if auto is not None else resolve_model(snap, name, fmt)
     except GatewayError as err:
         return await fmt.send_error(send, request, err)
     shape = openai_model if fmt.is_openai else anthropic_model

@@ -18,6 +18,7 @@ import orjson
 from accounts.keycache import KeyInfo
 from catalog.snapshot import ModelInfo, Route
 from gateway import stored_responses
+from gateway.chain import Candidate, ModelChain, Prepared, fitting
 from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -31,12 +32,17 @@ from gateway.handlers.common import (
     HIGH_EFFORTS,
     OPENAI,
     RequestScope,
+    answer_headers,
     authenticate,
+    bar_fallbacks,
+    committed_headers,
+    counting_model,
     guarded,
     input_estimate,
+    model_chain,
     read_json,
-    resolve_model,
     snapshot,
+    stream_headers,
 )
 from gateway.handlers.translated import (
     caps,
@@ -56,30 +62,78 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.protocols.openai.common import disable_thinking
+from gateway.protocols.fallbacks import translated_needs
+from gateway.protocols.openai.common import default_max_tokens, disable_thinking
 from gateway.protocols.openai.types import InvalidRequest
 from gateway.protocols.openai_responses import inbound
 from gateway.protocols.openai_responses.outbound import translate_response
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
 from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
 from gateway.routing import session_key
-from gateway.sealing import Sealer
+from gateway.sealing import ChainOpener, Sealer
 
 FMT = OPENAI
 API = "responses"
 PREFIX = "/openai/v1/responses/"
 
 
-async def _translate(
-    request: ApiRequest,
-    body: dict[str, Any],
-    model: ModelInfo,
-    key: KeyInfo,
-    sealer: Sealer,
-    scope: RequestScope,
-) -> tuple[TranslatedResponsesRequest, int]:
-    """Continue from stored state if asked, translate, inline image URLs; also returns the
-    worst-case input tokens (text by size, media by its pixels and pages)."""
+class _Request:
+    """The Responses request as the chain's models need it: the caller's body, the stored state
+    it continues, and what only the first translation fetched (image downloads)."""
+
+    __slots__ = ("auto_cache", "body", "history", "images", "opener", "referenced")
+
+    def __init__(
+        self,
+        body: dict[str, Any],
+        auto_cache: bool,
+        history: list[dict[str, Any]] | None,
+        referenced: dict[str, dict[str, Any]],
+        opener: ChainOpener,
+    ) -> None:
+        self.body = body
+        self.auto_cache = auto_cache
+        self.history = history
+        self.referenced = referenced
+        self.opener = opener
+        self.images: dict[str, dict[str, Any]] = {}
+
+    def translate(self, model: ModelInfo) -> TranslatedResponsesRequest:
+        try:
+            tr = inbound.translate_request(
+                self.body,
+                caps(model),
+                history=self.history,
+                referenced=self.referenced,
+                unseal=self.opener.open,
+                auto_cache=self.auto_cache,
+            )
+        except InvalidRequest as exc:
+            raise invalid(exc) from None
+        if tr.thinking and tr.tool_turn_without_thinking:
+            # The tool turn's reasoning was not sent back (no encrypted_content): the upstream
+            # would refuse the turn, so this one request runs without thinking instead.
+            disable_thinking(tr.body)
+            tr.thinking = False
+        return tr
+
+    def for_model(self, model: ModelInfo) -> Prepared:
+        """Another model's request (a fallback, a model of ezat/auto's chain, or the model the
+        conversation's thinking was sealed for)."""
+        tr = self.translate(model)
+        for ref in tr.images:
+            ref.block["source"] = self.images[ref.param]
+        return _prepared(tr)
+
+
+def _prepared(tr: TranslatedResponsesRequest) -> Prepared:
+    return Prepared(lambda route: upstream_body(tr.body, route), tr.reasoning_effort, tr)
+
+
+async def _request(
+    request: ApiRequest, body: dict[str, Any], key: KeyInfo, opener: ChainOpener
+) -> _Request:
+    """Look up the stored state the request continues (404 when it is gone)."""
     previous = body.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
         raise GatewayError(
@@ -96,24 +150,68 @@ async def _translate(
             param="previous_response_id",
         )
     auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
-    try:
-        tr = inbound.translate_request(
-            body,
-            caps(model),
-            history=history,
-            referenced=referenced,
-            unseal=sealer.open,
-            auto_cache=auto_cache,
-        )
-    except InvalidRequest as exc:
-        raise invalid(exc) from None
-    if tr.thinking and tr.tool_turn_without_thinking:
-        # The tool turn's reasoning was not sent back (no encrypted_content): the upstream would
-        # refuse the turn, so this one request runs without thinking instead.
-        disable_thinking(tr.body)
-        tr.thinking = False
+    return _Request(body, auto_cache, history, referenced, opener)
+
+
+async def _translate(
+    request: ApiRequest, req: _Request, model: ModelInfo, scope: RequestScope
+) -> tuple[TranslatedResponsesRequest, int]:
+    """Translate, inline image URLs; also returns the worst-case input tokens (text by size,
+    media by its pixels and pages)."""
+    tr = req.translate(model)
     await inline_images(tr.images, model, tr.media, len(request.body), scope)
+    req.images = {ref.param: ref.block["source"] for ref in tr.images}
     return tr, input_estimate(len(request.body), tr.media, model)
+
+
+def _sent_max_tokens(body: dict[str, Any], tr: TranslatedResponsesRequest) -> int | None:
+    return None if body.get("max_output_tokens") is None else int(tr.body["max_tokens"])
+
+
+def _candidates(
+    models: ModelChain, req: _Request, tr: TranslatedResponsesRequest, raw_len: int
+) -> list[Candidate]:
+    sent = _sent_max_tokens(req.body, tr)
+    needs = translated_needs(
+        tr.body,
+        tr.media,
+        pending_images=len(tr.images),
+        max_tokens=sent,
+        honours_sampling=models.primary.sampling,
+    )
+
+    def estimate(model: ModelInfo) -> int:
+        return input_estimate(raw_len, tr.media, model)
+
+    found = []
+    for model in fitting(models, needs, estimate):
+        candidate = Candidate(
+            model,
+            models.response_name(model),
+            build=req.for_model,
+            estimate=estimate(model),
+            max_tokens=sent if sent is not None else default_max_tokens(caps(model)),
+        )
+        if model.id == models.requested_id:
+            candidate.prepared = _prepared(tr)
+        found.append(candidate)
+    return found
+
+
+def _signed(tr: TranslatedResponsesRequest) -> bool:
+    return any(
+        b.get("type") in ("thinking", "redacted_thinking")
+        for m in tr.body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+    )
+
+
+def _pinned(candidates: list[Candidate], opened_by: str | None) -> list[Candidate]:
+    """The conversation's thinking was sealed for `opened_by`: that model goes first (the
+    chain then stops there, bar_fallbacks)."""
+    pinned = [c for c in candidates if c.model.id == opened_by]
+    return pinned + [c for c in candidates if c.model.id != opened_by] if pinned else candidates
 
 
 async def create_response(request: ApiRequest, send: Send) -> int:
@@ -122,25 +220,32 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         body = await read_json(request)
         name = model_name(body)
         assert isinstance(body, dict)
-        model = resolve_model(await snapshot(), name, FMT)
-        sealer = Sealer(key.org_id, model.id)
-        tr, estimate = await _translate(request, body, model, key, sealer, scope)
+        models = await model_chain(request, await snapshot(), key, name, FMT, body)
+        # The requested model, or for ezat/auto what its chain shares: a request valid for it
+        # is valid for the models that may answer.
+        model = models.primary
+        opener = ChainOpener(key.org_id, [m.id for m in models.models])
+        req = await _request(request, body, key, opener)
+        tr, estimate = await _translate(request, req, model, scope)
+        # Signed thinking blocks are valid only on the platform and with the model that signed
+        # them: the request goes to the model its reasoning was sealed for, and no further.
+        signed = _signed(tr)
+        candidates, barred = _candidates(models, req, tr, len(request.body)), None
+        if signed:
+            candidates, barred = bar_fallbacks(_pinned(candidates, opener.opened_by))
         exchange = Exchange(
             api=API,
             request_id=request.request_id,
             key=key,
-            model=model,
+            model=candidates[0].model,
             model_name=name,
             stream=tr.stream,
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
-            # Signed thinking blocks are valid only on the platform that signed them.
-            pin_kind=any(
-                b.get("type") in ("thinking", "redacted_thinking")
-                for m in tr.body["messages"]
-                if m["role"] == "assistant"
-                for b in m["content"]
-            ),
+            pin_kind=signed,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
+            candidates=candidates,
+            requested_id=models.requested_id,
+            fallbacks_barred=barred,
         )
         await scope.admit(
             exchange,
@@ -148,22 +253,19 @@ async def create_response(request: ApiRequest, send: Send) -> int:
             max_tokens=tr.body["max_tokens"],
         )
         extra = FMT.rate_headers(scope.rate)
-        if tr.reasoning_effort is not None:
-            extra.append((b"x-ezat-reasoning-effort", tr.reasoning_effort.encode()))
-        # Seal only when someone will read it: the client (include) or a stored continuation.
-        seal = sealer.seal if (tr.include_encrypted or tr.store) else None
         if tr.stream:
-            return await _stream(request, send, exchange, tr, extra, seal)
-        return await _json(request, send, exchange, tr, extra, seal)
+            return await _stream(request, send, exchange, tr, extra)
+        return await _json(request, send, exchange, tr, extra)
 
     return await guarded(request, send, FMT, handle)
 
 
-def _body_for(tr: TranslatedResponsesRequest):  # type: ignore[no-untyped-def]
-    def build(route: Route) -> bytes:
-        return upstream_body(tr.body, route)
-
-    return build
+def _seal(exchange: Exchange, tr: TranslatedResponsesRequest) -> Any:
+    """Seal only when someone will read it (the client, or a stored continuation), for the
+    model that answered: its thinking opens only with it."""
+    if not (tr.include_encrypted or tr.store):
+        return None
+    return Sealer(exchange.key.org_id, exchange.model.id).seal
 
 
 def _store(
@@ -189,16 +291,16 @@ async def _json(
     exchange: Exchange,
     tr: TranslatedResponsesRequest,
     extra: Headers,
-    seal: Any,
 ) -> int:
-    reply = await exchange.call(_body_for(tr), None)
+    reply = await exchange.call(exchange.body_for, None)
+    tr = exchange.candidate.prepare().request  # the answering model's translation
     response, output = translate_response(
         reply,
         request_id=request.request_id,
         model_name=exchange.model_name,
         created_at=int(time.time()),
         echo=tr.echo,
-        seal=seal,
+        seal=_seal(exchange, tr),
         summary=tr.summary,
         include_encrypted=tr.include_encrypted,
     )
@@ -206,7 +308,7 @@ async def _json(
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
     if stored is not None:
         await stored_responses.writer.wait(stored)
-    headers = base_headers(request.request_id) + [JSON_CT] + extra
+    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
     await send_response(send, 200, orjson.dumps(response), headers)
     exchange.log(200)
     return 200
@@ -218,28 +320,41 @@ async def _stream(
     exchange: Exchange,
     tr: TranslatedResponsesRequest,
     extra: Headers,
-    seal: Any,
 ) -> int:
-    translator = ResponsesStreamTranslator(
-        request_id=request.request_id,
-        model_name=exchange.model_name,
-        created_at=int(time.time()),
-        echo=tr.echo,
-        seal=seal,
-        summary=tr.summary,
-        include_encrypted=tr.include_encrypted,
+    created_at = int(time.time())
+    writer = StreamWriter(
+        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
     )
-    writer = StreamWriter(send, base_headers(request.request_id) + SSE_HEADERS + extra)
     ping = ResponsesStreamTranslator.PING
     try:
-        opened = await exchange.open_committed(_body_for(tr), None, writer, ping)
+        opened = await exchange.open_committed(exchange.body_for, None, writer, ping)
     except GatewayError as err:
         if not writer.opened:
             raise
         status = FMT.error_status(err)
+        translator = _translator(request, exchange, created_at, tr)
         await exchange.fail_stream(writer, _failure(translator, err), status)
         return status
+    committed_headers(writer, exchange)
+    # Built at the first token: its events name the model that answers, and its reasoning is
+    # sealed for that model.
+    tr = exchange.candidate.prepare().request
+    translator = _translator(request, exchange, created_at, tr)
     return await _pump(request, exchange, opened, writer, translator, tr)
+
+
+def _translator(
+    request: ApiRequest, exchange: Exchange, created_at: int, tr: TranslatedResponsesRequest
+) -> ResponsesStreamTranslator:
+    return ResponsesStreamTranslator(
+        request_id=request.request_id,
+        model_name=exchange.model_name,
+        created_at=created_at,
+        echo=tr.echo,
+        seal=_seal(exchange, tr),
+        summary=tr.summary,
+        include_encrypted=tr.include_encrypted,
+    )
 
 
 def _failure(translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
@@ -379,9 +494,10 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
         body = await read_json(request)
         name = model_name(body)
         assert isinstance(body, dict)
-        model = resolve_model(await snapshot(), name, FMT)
+        model = await counting_model(await snapshot(), key, name, FMT)
         body = {**body, "stream": False}
-        tr, _ = await _translate(request, body, model, key, Sealer(key.org_id, model.id), scope)
+        req = await _request(request, body, key, ChainOpener(key.org_id, [model.id]))
+        tr, _ = await _translate(request, req, model, scope)
         counted = {k: v for k, v in tr.body.items() if k not in ("max_tokens", "stream")}
         exchange = Exchange(
             api="responses_input_tokens",
@@ -409,7 +525,12 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
         if type(count) is not int:
             raise GatewayError(502, "the provider answered with an invalid body", type_="api_error")
         answer = {"object": "response.input_tokens", "input_tokens": count}
-        headers = base_headers(request.request_id) + [JSON_CT] + FMT.rate_headers(scope.rate)
+        headers = (
+            base_headers(request.request_id)
+            + [JSON_CT]
+            + FMT.rate_headers(scope.rate)
+            + answer_headers(exchange)
+        )
         await send_response(send, 200, orjson.dumps(answer), headers)
         return 200
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import binascii
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from catalog.media import CONSERVATIVE_FIGURES as CONSERVATIVE_FIGURES
 from catalog.media import MediaFigures as MediaFigures
@@ -58,16 +58,25 @@ class MediaTally:
     pdf_pages: int = 0  # pages counted in inline PDFs
     unsized_documents: int = 0  # PDFs by URL or file id, or too odd to count: the page limit
     payload_chars: int = 0  # base64 characters in the body: media, not prompt text
+    # Each image's size (None: unknown), so a fallback model's bound uses its own cap.
+    sizes: list[tuple[int, int] | None] = field(default_factory=list)
+    _cap: int = 0  # the image cap `image_tokens` was summed at
 
     def add_image(self, figures: MediaFigures, size: tuple[int, int] | None) -> None:
         self.images += 1
         self.image_tokens += image_tokens(size, figures.image_max_tokens)
+        self.sizes.append(size)
+        self._cap = figures.image_max_tokens
 
     def tokens(self, figures: MediaFigures) -> int:
         pages = self.pdf_pages + self.unsized_documents * figures.pdf_max_pages
         # Pages beyond the per-request limit make the provider refuse the request (not billed).
         pages = min(pages, figures.pdf_max_pages)
-        return self.image_tokens + pages * figures.pdf_page_max_tokens
+        images = self.image_tokens
+        if self.sizes and figures.image_max_tokens != self._cap:
+            # Another model (a fallback): the same images at its own cap.
+            images = sum(image_tokens(s, figures.image_max_tokens) for s in self.sizes)
+        return images + pages * figures.pdf_page_max_tokens
 
 
 def image_tokens(size: tuple[int, int] | None, cap: int) -> int:
