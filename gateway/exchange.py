@@ -120,6 +120,7 @@ class Exchange:
         candidates: list[Candidate] | None = None,
         requested_id: str | None = None,
         fallbacks_barred: str | None = None,
+        skipped: list[tuple[str, str]] | None = None,
     ) -> None:
         self.api = api
         self.request_id = request_id
@@ -151,7 +152,11 @@ class Exchange:
         self.started_at = timezone.now()
         self.t0 = time.perf_counter()
         self.ttft_ms: int | None = None
-        self.attempts: list[dict[str, Any]] = []
+        # Models of the chain passed over before any call (disabled, unfit), then each attempt.
+        self.attempts: list[dict[str, Any]] = [
+            {"model": model_id, "outcome": "skipped", "reason": why}
+            for model_id, why in skipped or ()
+        ]
         self.rate: limits.RateInfo | None = None
         self.hold_nano = 0
         self._plan: list[tuple[Candidate, list[Route]]] = []

@@ -110,6 +110,7 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             candidates=candidates,
             requested_id=models.requested_id,
             fallbacks_barred=barred,
+            skipped=models.skipped,
         )
         await scope.admit(
             exchange,

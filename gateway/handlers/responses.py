@@ -246,6 +246,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
             candidates=candidates,
             requested_id=models.requested_id,
             fallbacks_barred=barred,
+            skipped=models.skipped,
         )
         await scope.admit(
             exchange,

@@ -198,6 +198,39 @@ def test_a_fallback_that_cannot_serve_the_request_is_skipped(lab: FallbackLab) -
     assert lab.received("c") == []
     [record] = lab.usage()
     assert record.model_id == b and record.requested_model == a
+    [skipped] = [x for x in record.attempts if x["outcome"] == "skipped"]
+    assert skipped["model"] == c and "output limit" in skipped["reason"]
+
+
+def test_a_model_disabled_in_the_catalog_falls_back(lab: FallbackLab) -> None:
+    import time
+
+    import httpx
+
+    from catalog.models import Model
+    from catalog.services import bump_catalog_version
+
+    a, b = lab.ids["a"], lab.ids["b"]
+    with lab.stack.blocker.unblock():
+        Model.objects.filter(id=a).update(enabled=False)
+        bump_catalog_version()
+    deadline = time.monotonic() + 15
+    lookup = f"{lab.stack.url}/v1/models/{a}"
+    while httpx.get(lookup, headers={"x-api-key": lab.key.secret}).status_code != 404:
+        assert time.monotonic() < deadline, "the gateway did not see the model disabled"
+        time.sleep(0.1)
+    named, headers, _ = ask(lab, "messages", stream=False, fallbacks=[b])
+    assert named == headers["x-ezat-model"] == b
+    [record] = lab.usage()
+    assert (record.requested_model, record.model_id, record.model_name) == (a, b, a)
+    assert record.attempts[0] == {
+        "model": a,
+        "outcome": "skipped",
+        "reason": "disabled in the catalog",
+    }
+    assert lab.received("a") == []
+    with pytest.raises(anthropic.NotFoundError):  # without a fallback: unknown, as before
+        ask(lab, "messages", stream=False)
 
 
 def test_a_defaulted_max_tokens_takes_the_fallbacks_own_default(lab: FallbackLab) -> None:
