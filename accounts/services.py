@@ -156,7 +156,7 @@ def revoke_management_key(*, key: ManagementKey) -> ManagementKey:
 # --- Fallback policies ----------------------------------------------------------------------------
 
 
-def _catalog_names() -> dict[str, str]:
+def catalog_names() -> dict[str, str]:
     """Every catalog name (id and aliases, lower case) → canonical id, enabled or not."""
     from catalog.models import Model, ModelAlias
 
@@ -176,7 +176,7 @@ def set_fallbacks(
     Every gateway process applies it within EZAT_KEY_CACHE_TTL seconds. Raises AccountsError
     naming the bad entry (`fallbacks[2]`).
     """
-    names = _catalog_names()
+    names = catalog_names()
     owner = AUTO_MODEL_ID if is_auto(model) else names.get(model.strip().lower())
     if owner is None:
         raise AccountsError(f"model: unknown model {model.strip()[:128]!r}")
@@ -201,7 +201,7 @@ def set_fallbacks(
 def clear_fallbacks(*, org: Organization, model: str) -> bool:
     """Turn fallbacks off for one model (ezat/auto: back to the catalog's chain). Idempotent;
     returns whether there was a chain."""
-    names = _catalog_names()
+    names = catalog_names()
     owner = AUTO_MODEL_ID if is_auto(model) else names.get(model.strip().lower(), model.strip())
     deleted, _ = FallbackPolicy.objects.filter(org=org, model_id=owner).delete()
     return bool(deleted)

@@ -9,7 +9,9 @@ from catalog.schema import TierFigures
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 
 if TYPE_CHECKING:
-    from catalog.models import Model, PriceTier, PriceVersion
+    from django.db.models import QuerySet
+
+    from catalog.models import Model, PriceTier, PriceVersion, SuggestedChain
 
 _COLUMNS = (
     "price_input",
@@ -115,3 +117,10 @@ def current_tiers(model: Model) -> list[TierFigures] | None:
         if tiers:
             return [tier_figures(t) for t in tiers]
     return None
+
+
+def suggested_chain_rows() -> QuerySet[SuggestedChain]:
+    """The catalog's suggested chains, in the file's order (ezat/auto's first)."""
+    from catalog.models import SuggestedChain
+
+    return SuggestedChain.objects.order_by("sort_order", "model")

@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import AllowAny
 
+from accounts.api import fallbacks
 from accounts.api import views as accounts
 from billing.api import views as billing
 from billing.models import UsageRecord
@@ -24,6 +25,12 @@ api_patterns = [
         f"{ORG}/keys/<int:key_id>/revoke",
         accounts.ApiKeyRevokeView.as_view(),
         name="api-key-revoke",
+    ),
+    path(f"{ORG}/fallbacks", fallbacks.FallbackListView.as_view(), name="api-fallbacks"),
+    path(
+        f"{ORG}/fallbacks/<path:model>",
+        fallbacks.FallbackDetailView.as_view(),
+        name="api-fallback",
     ),
     path(f"{ORG}/usage", billing.UsageSummaryView.as_view(), name="api-usage"),
     path(f"{ORG}/requests", billing.RequestLogView.as_view(), name="api-requests"),
@@ -57,8 +64,9 @@ SCHEMA_SETTINGS: dict[str, Any] = {
         "RequestStatusEnum": UsageRecord.Status.values,
     },
     "DESCRIPTION": (
-        "Manage an organization's inference keys and read its usage, request log, balance and "
-        "ledger. Money is USD as decimal strings. An organization you cannot access is a 404."
+        "Manage an organization's inference keys and model fallback chains, and read its usage, "
+        "request log, balance and ledger. Money is USD as decimal strings. An organization you "
+        "cannot access is a 404."
     ),
 }
 
