@@ -103,3 +103,33 @@ class OrgChoiceForm(forms.Form):
     def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["org"].queryset = Organization.objects.filter(memberships__user=user)  # type: ignore[attr-defined]
+
+
+class FallbackChainForm(forms.Form):
+    """An org's chain for one model: up to five models, in order (blank ones are skipped).
+    The service checks the list (known models, each once, not the model itself)."""
+
+    SLOTS = 5
+
+    def __init__(self, *args: Any, choices: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        options = [("", "—"), *choices]
+        for n in range(1, self.SLOTS + 1):
+            self.fields[f"model_{n}"] = forms.ChoiceField(
+                label=f"{n}.", choices=options, required=False
+            )
+
+    @classmethod
+    def for_chain(
+        cls, chain: list[str], choices: list[tuple[str, str]], data: Any = None
+    ) -> FallbackChainForm:
+        initial = {f"model_{n}": model_id for n, model_id in enumerate(chain, start=1)}
+        return cls(data=data, initial=initial, choices=choices)
+
+    @property
+    def chain(self) -> list[str]:
+        return [
+            value
+            for n in range(1, self.SLOTS + 1)
+            if (value := self.cleaned_data.get(f"model_{n}"))
+        ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts import views
+from accounts import fallback_views, views
 
 urlpatterns = [
     path("org/", views.switch_org, name="switch-org"),
@@ -12,6 +12,8 @@ urlpatterns = [
     path("keys/new/", views.key_create, name="key-create"),
     path("keys/<int:key_id>/edit/", views.key_edit, name="key-edit"),
     path("keys/<int:key_id>/revoke/", views.key_revoke, name="key-revoke"),
+    path("fallbacks/", fallback_views.fallbacks_list, name="fallbacks"),
+    path("fallbacks/<path:model>/edit/", fallback_views.fallback_edit, name="fallback-edit"),
     path("members/", views.members_list, name="members"),
     path("members/add/", views.member_add, name="member-add"),
     path("members/<int:member_id>/role/", views.member_role, name="member-role"),

@@ -124,3 +124,14 @@ def suggested_chain_rows() -> QuerySet[SuggestedChain]:
     from catalog.models import SuggestedChain
 
     return SuggestedChain.objects.order_by("sort_order", "model")
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """(id, "Name (id)") of every enabled model, in the catalog's order: what a person may
+    pick as a fallback."""
+    from catalog.models import Model
+
+    return [
+        (model_id, f"{name} ({model_id})")
+        for model_id, name in Model.objects.filter(enabled=True).values_list("id", "name")
+    ]

@@ -16,6 +16,7 @@ PAGES = (
     "dashboard:requests",
     "dashboard:balance",
     "dashboard:members",
+    "dashboard:fallbacks",
 )
 PAGE_QUERIES = ("", "?split=key", "?days=90")
 
