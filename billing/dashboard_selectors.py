@@ -277,6 +277,7 @@ def request_row(record: UsageRecord) -> dict[str, Any]:
         latency_ms=record.latency_ms,
         deployment=record.deployment,
         attempts=len(record.attempts or []),
+        requested_model=record.requested_model,
     )
 
 

@@ -60,6 +60,7 @@ def build_row(
     latency_ms: int,
     deployment: str,
     attempts: int,
+    requested_model: str = "",
 ) -> dict[str, Any]:
     """The one shape of a request-log row: the page renders it and the websocket sends it."""
     return {
@@ -80,6 +81,8 @@ def build_row(
         "latency_ms": latency_ms,
         "deployment": deployment,
         "attempts": attempts,
+        # The model asked for, when another one answered (a fallback, or ezat/auto's choice).
+        "requested_model": requested_model if requested_model != model_id else "",
     }
 
 
@@ -108,6 +111,7 @@ def row_from_usage(
         cost_nano=cost_nano,
         output_exact=data.output_exact,
         latency_ms=data.latency_ms,
+        requested_model=data.requested_model,
         deployment=data.deployment,
         attempts=len(data.attempts),
     )

@@ -162,8 +162,14 @@ class UsageRecordSerializer(serializers.Serializer):
     request_id = serializers.CharField(read_only=True)
     api = serializers.CharField(read_only=True, help_text="messages or chat")
     stream = serializers.BooleanField(read_only=True)
-    model = serializers.CharField(source="model_id", read_only=True)
+    model = serializers.CharField(
+        source="model_id", read_only=True, help_text="The model that answered (and was billed)."
+    )
     model_name = serializers.CharField(read_only=True, help_text="As the caller sent it.")
+    requested_model = serializers.SerializerMethodField(
+        help_text="The model asked for (canonical id, or ezat/auto); differs from `model` when "
+        "a fallback answered."
+    )
     key_id = serializers.IntegerField(source="api_key_id", read_only=True, allow_null=True)
     key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, allow_null=True)
     status = serializers.ChoiceField(choices=UsageRecord.Status.values, read_only=True)
@@ -179,6 +185,9 @@ class UsageRecordSerializer(serializers.Serializer):
     attempts = serializers.ListField(
         child=serializers.DictField(), read_only=True, help_text="Upstream attempts, in order."
     )
+
+    def get_requested_model(self, record: UsageRecord) -> str:
+        return record.requested_model or record.model_id
 
     @extend_schema_field(ItemisedCostSerializer)
     def get_cost(self, record: UsageRecord) -> dict[str, Any]:

@@ -73,6 +73,11 @@
       canonical.textContent = row.model_id;
       model.appendChild(canonical);
     }
+    if (row.requested_model) {
+      model.appendChild(document.createTextNode(" "));
+      model.appendChild(badge("fallback", "warn",
+        "Asked for " + row.requested_model + "; " + row.model_id + " answered"));
+    }
     tr.appendChild(cell(model));
     tr.appendChild(cell(row.key_prefix ? row.key_prefix + "…" : "deleted", "mono small"));
     tr.appendChild(cell(badge(row.status === "ok" ? "ok" : "client disconnected", "status-" + row.status)));

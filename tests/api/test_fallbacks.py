@@ -136,3 +136,15 @@ def test_suggestions_are_offered_not_applied(org_a: Organization, as_owner_a: AP
     assert suggested["ezat/auto"]["fallbacks"][0] == SONNET
     assert suggested[OPUS]["fallbacks"] == [OPUS_5, SONNET]
     assert suggested[OPUS]["why"] and suggested[OPUS]["source_url"].startswith("https://")
+
+
+def test_the_request_log_shows_the_requested_and_the_answering_model(
+    org_a: Organization, key_a: Any, as_owner_a: APIClient, usage: Any
+) -> None:
+    usage(org_a, key_a, model_id=OPUS_5, model_name="opus", requested_model=OPUS)
+    usage(org_a, key_a, model_id=SONNET, model_name="sonnet")  # written before fallbacks existed
+    rows = as_owner_a.get(f"/api/v1/orgs/{org_a.pk}/requests").json()["results"]
+    assert [(r["model_name"], r["requested_model"], r["model"]) for r in rows] == [
+        ("sonnet", SONNET, SONNET),
+        ("opus", OPUS, OPUS_5),
+    ]

@@ -105,3 +105,21 @@ def test_another_org_neither_sees_nor_changes_a_chain(world: World) -> None:
 
 def test_unknown_model_is_404(world: World) -> None:
     assert world.client(world.a.owner).get(edit_url("no/such-model")).status_code == 404
+
+
+def test_the_request_log_marks_a_fallback(world: World) -> None:
+    from tests.dashboard.conftest import make_usage
+
+    make_usage(
+        world.a.org,
+        world.a.key,
+        "req_acme_fallback",
+        model_name="opus",
+        model_id=OPUS_5,
+        requested_model=OPUS,
+    )
+    html = world.client(world.a.owner).get(reverse("dashboard:requests")).content.decode()
+    row_html = html.split('data-request-id="req_acme_fallback"', 1)[1].split("</tr>", 1)[0]
+    assert ">fallback</span>" in row_html and f"Asked for {OPUS}" in row_html
+    plain = html.split(f'data-request-id="{world.a.request_id}"', 1)[1].split("</tr>", 1)[0]
+    assert "fallback" not in plain
