@@ -586,8 +586,9 @@ def test_a_bad_fallback_header_is_the_same_400(
 
 
 @pytest.mark.parametrize("with_fallbacks", [False, True])
+@pytest.mark.parametrize("api", APIS)
 def test_a_stream_opened_early_names_the_model_only_when_no_other_could_answer(
-    lab: FallbackLab, with_fallbacks: bool
+    lab: FallbackLab, api: str, with_fallbacks: bool
 ) -> None:
     """The first token comes after EZAT_STREAM_OPEN_AFTER (1.5 s in the e2e stack): keep-alives
     open the stream first. Its headers carry x-ezat-model only without fallbacks; with them
@@ -599,9 +600,58 @@ def test_a_stream_opened_early_names_the_model_only_when_no_other_could_answer(
     for sim in lab.serve_all_sims():
         sim.script({**slow, "match": f'"model":"{lab.upstream("a")}"'})
     fallbacks = [lab.ids["b"]] if with_fallbacks else None
-    named, headers, text = ask(lab, "chat", stream=True, fallbacks=fallbacks)
+    named, headers, text = ask(lab, api, stream=True, fallbacks=fallbacks)
     assert named == a and text
     if with_fallbacks:
         assert "x-ezat-model" not in headers
     else:
         assert headers["x-ezat-model"] == a
+
+
+# -- the answering model's own reasoning level ---------------------------------------------------
+
+OPUS_46 = "anthropic/claude-opus-4-6"  # levels low, medium, high, max: no xhigh
+
+
+def test_the_effort_is_mapped_for_the_answering_model_chat(lab: FallbackLab) -> None:
+    lab.take_down("a")
+    raw = lab.openai().chat.completions.with_raw_response.create(
+        model=lab.ids["a"],
+        max_completion_tokens=2000,
+        messages=user("Think about it"),
+        reasoning_effort="xhigh",
+        extra_body={"models": [OPUS_46]},
+    )
+    assert raw.parse().model == OPUS_46
+    # xhigh sits between high and max: the tie goes to the lower level.
+    assert raw.headers["x-ezat-reasoning-effort"] == "high"
+    assert raw.headers["x-ezat-model"] == OPUS_46
+    sent = [
+        r["body"]
+        for r in lab.stack.sim.requests()
+        if isinstance(r.get("body"), dict) and r["body"].get("model") == "claude-opus-4-6"
+    ]
+    assert sent[-1]["output_config"]["effort"] == "high"
+
+
+def test_the_effort_is_mapped_for_the_answering_model_messages(lab: FallbackLab) -> None:
+    lab.take_down("a")
+    raw = lab.anthropic(
+        headers={"x-ezat-fallback-models": OPUS_46}
+    ).messages.with_raw_response.create(
+        model=lab.ids["a"],
+        max_tokens=2000,
+        messages=user("Think about it"),
+        thinking={"type": "adaptive"},
+        output_config={"effort": "xhigh"},
+    )
+    assert raw.parse().model == OPUS_46
+    assert raw.headers["x-ezat-reasoning-effort"] == "high"
+    sent = [
+        r["body"]
+        for r in lab.stack.sim.requests()
+        if isinstance(r.get("body"), dict) and r["body"].get("model") == "claude-opus-4-6"
+    ]
+    assert sent[-1]["output_config"] == {"effort": "high"}
+    # The requested model got the caller's level as sent.
+    assert all(r["body"]["output_config"] == {"effort": "xhigh"} for r in lab.received("a"))
