@@ -190,15 +190,21 @@ def _unknown(name: str, openai: bool) -> GatewayError:
 
 
 def fitting(
-    chain: ModelChain, needs: RequestNeeds, estimate_for: Callable[[ModelInfo], int]
+    chain: ModelChain,
+    needs: Callable[[], RequestNeeds],
+    estimate_for: Callable[[ModelInfo], int],
 ) -> list[ModelInfo]:
-    """The chain's models that can serve a request with `needs`, in order. The first model is
-    kept whatever it needs: it is the one the caller asked for (or ezat/auto's first, validated
-    through the shared capabilities); errors it causes are the caller's, as without fallbacks.
-    The others that cannot are recorded in `chain.skipped`."""
+    """The chain's models that can serve a request with `needs()` (read only when there are
+    other models to check), in order. The first model is kept whatever it needs: it is the one
+    the caller asked for (or ezat/auto's first, validated through the shared capabilities);
+    errors it causes are the caller's, as without fallbacks. The others that cannot are
+    recorded in `chain.skipped`."""
+    if len(chain.models) < 2:
+        return chain.models
+    wanted = needs()
     kept = chain.models[:1]
     for model in chain.models[1:]:
-        reason = unfit(model, needs, estimate_for(model))
+        reason = unfit(model, wanted, estimate_for(model))
         if reason is None:
             kept.append(model)
         else:

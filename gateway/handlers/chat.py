@@ -56,7 +56,7 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.protocols.fallbacks import translated_needs
+from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.openai.common import default_max_tokens
 from gateway.protocols.openai.inbound import (
     InvalidRequest,
@@ -137,13 +137,15 @@ def _candidates(
     models: ModelChain, req: _Request, tr: TranslatedRequest, raw_len: int
 ) -> list[Candidate]:
     sent = _sent_max_tokens(req.body, tr)
-    needs = translated_needs(
-        tr.body,
-        tr.media,
-        pending_images=len(tr.images),
-        max_tokens=sent,
-        honours_sampling=models.primary.sampling,
-    )
+
+    def needs() -> RequestNeeds:
+        return translated_needs(
+            tr.body,
+            tr.media,
+            pending_images=len(tr.images),
+            max_tokens=sent,
+            honours_sampling=models.primary.sampling,
+        )
 
     def estimate(model: ModelInfo) -> int:
         return input_estimate(raw_len, tr.media, model)

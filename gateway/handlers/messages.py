@@ -49,7 +49,7 @@ from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.media import tally_messages
 from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
-from gateway.protocols.fallbacks import mapped_effort, messages_needs
+from gateway.protocols.fallbacks import RequestNeeds, mapped_effort, messages_needs
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.routing import has_thinking_signatures, session_key
 
@@ -174,9 +174,11 @@ def _candidates(
     def estimate(model: ModelInfo) -> int:
         return input_estimate(raw_len, media, model)
 
-    needs = messages_needs(
-        pristine or body, media, max_tokens=max_tokens, honours_sampling=primary.sampling
-    )
+    def needs() -> RequestNeeds:
+        return messages_needs(
+            pristine or body, media, max_tokens=max_tokens, honours_sampling=primary.sampling
+        )
+
     found = []
     for model in fitting(models, needs, estimate):
         candidate = Candidate(
