@@ -5,6 +5,9 @@ OpenAI clients never see them. We keep them keyed by (org, tool call id) for a b
 in Redis when configured (any process can serve the next turn), else in process memory — and
 put them back when the tool results arrive. Scoped per org so one tenant can never inject
 another's blocks by guessing a tool call id.
+
+Each entry also names the model that produced the blocks: thinking is bound to its model, so a
+conversation whose last tool turn was answered by a fallback continues on that model.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -43,11 +47,19 @@ class ThinkingStore:
     def _key(org_id: int, tool_id: str) -> str:
         return f"ezat:thinking:{org_id}:{tool_id}"
 
-    async def put(self, org_id: int, blocks_by_tool_id: dict[str, list[dict[str, Any]]]) -> None:
+    async def put(
+        self,
+        org_id: int,
+        blocks_by_tool_id: dict[str, list[dict[str, Any]]],
+        model_id: str = "",
+    ) -> None:
         if not blocks_by_tool_id:
             return
         ttl = settings.EZAT_THINKING_TTL_SECONDS
-        items = {self._key(org_id, t): orjson.dumps(b) for t, b in blocks_by_tool_id.items()}
+        items = {
+            self._key(org_id, t): orjson.dumps({"model": model_id, "blocks": b})
+            for t, b in blocks_by_tool_id.items()
+        }
         client = self._client()
         if client is not None:
             try:
@@ -69,27 +81,45 @@ class ThinkingStore:
     async def get_many(
         self, org_id: int, tool_ids: Iterable[str]
     ) -> dict[str, list[dict[str, Any]]]:
+        return (await self.lookup(org_id, tool_ids)).blocks
+
+    async def lookup(self, org_id: int, tool_ids: Iterable[str]) -> StoredThinking:
+        """The blocks of these tool calls, and the models that produced them."""
         ids = list(dict.fromkeys(tool_ids))
+        found = StoredThinking()
         if not ids:
-            return {}
+            return found
         keys = [self._key(org_id, t) for t in ids]
-        found: dict[str, list[dict[str, Any]]] = {}
         client = self._client()
         if client is not None:
             try:
                 values = await client.mget(keys)
                 for tool_id, value in zip(ids, values, strict=True):
                     if value is not None:
-                        found[tool_id] = orjson.loads(value)
+                        found.add(tool_id, orjson.loads(value))
             except Exception:  # missing blocks only turn thinking off for this request
                 SIDE_EFFECT_FAILURES.labels("thinking_store_get").inc()
                 logger.warning("thinking store: redis get failed", exc_info=True)
         now = time.monotonic()
         for tool_id, key in zip(ids, keys, strict=True):
             hit = self._local.get(key)
-            if tool_id not in found and hit is not None and hit[0] > now:
-                found[tool_id] = orjson.loads(hit[1])
+            if tool_id not in found.blocks and hit is not None and hit[0] > now:
+                found.add(tool_id, orjson.loads(hit[1]))
         return found
+
+
+@dataclass(slots=True)
+class StoredThinking:
+    blocks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    models: set[str] = field(default_factory=set)  # the models that produced them, when known
+
+    def add(self, tool_id: str, value: Any) -> None:
+        if isinstance(value, dict):
+            self.blocks[tool_id] = value.get("blocks") or []
+            if value.get("model"):
+                self.models.add(value["model"])
+        else:  # written before entries named their model: the blocks alone
+            self.blocks[tool_id] = value
 
 
 store = ThinkingStore()

@@ -34,6 +34,7 @@ from gateway.handlers.common import (
     guarded,
     input_estimate,
     model_chain,
+    pinned,
     read_json,
     snapshot,
     stream_headers,
@@ -78,13 +79,14 @@ class _Request:
     translation, and what only the first translation fetched (image downloads, whether stored
     thinking was missing), so another model's translation reuses them."""
 
-    __slots__ = ("auto_cache", "body", "images", "thinking_lost")
+    __slots__ = ("auto_cache", "blocks", "body", "images", "thinking_by")
 
     def __init__(self, body: dict[str, Any], auto_cache: bool) -> None:
         self.body = body
         self.auto_cache = auto_cache
         self.images: dict[str, dict[str, Any]] = {}  # param → the downloaded image's source
-        self.thinking_lost = False
+        self.blocks: dict[str, list[dict[str, Any]]] = {}  # stored thinking by tool call id
+        self.thinking_by: set[str] = set()  # the models that produced it
 
     def translate(self, model: ModelInfo) -> TranslatedRequest:
         try:
@@ -97,9 +99,11 @@ class _Request:
         tr = self.translate(model)
         for ref in tr.images:
             ref.block["source"] = self.images[ref.param]
-        # Signed thinking never reaches another model (the chain stops at the first): only a
-        # tool loop whose thinking was not found is left, and it runs without thinking.
-        if not attach_thinking(tr.body, {}, tr.thinking):
+        # Signed thinking goes only to the model that produced it (this one, when the chain was
+        # pinned to it; then the chain stops here): otherwise the blocks stay out, and a tool
+        # loop whose thinking is not this model's runs without thinking.
+        blocks = self.blocks if self.thinking_by == {model.id} else {}
+        if not attach_thinking(tr.body, blocks, tr.thinking):
             disable_thinking(tr.body)
         return _prepared(tr)
 
@@ -115,12 +119,12 @@ async def _prepare(
     tokens (text by size, media by its pixels and pages)."""
     tr = req.translate(model)
     if tr.tool_call_ids_needing_thinking:
-        blocks = await thinking_store.get_many(org_id, tr.tool_call_ids_needing_thinking)
-        if not attach_thinking(tr.body, blocks, tr.thinking):
+        stored = await thinking_store.lookup(org_id, tr.tool_call_ids_needing_thinking)
+        req.blocks, req.thinking_by = stored.blocks, stored.models
+        if not attach_thinking(tr.body, stored.blocks, tr.thinking):
             # The signed blocks are gone (expired, other process without Redis): the upstream
             # would refuse the turn, so this one request runs without thinking instead.
             disable_thinking(tr.body)
-            req.thinking_lost = True
     await inline_images(tr.images, model, tr.media, len(request.body), scope)
     req.images = {ref.param: ref.block["source"] for ref in tr.images}
     return tr, input_estimate(len(request.body), tr.media, model)
@@ -182,7 +186,8 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
         signed = has_thinking_signatures(raw_upstream_hint)
         candidates, barred = _candidates(models, req, tr, len(request.body)), None
         if signed:
-            candidates, barred = bar_fallbacks(candidates)
+            # To the model whose thinking the conversation carries, and no further.
+            candidates, barred = bar_fallbacks(pinned(candidates, req.thinking_by))
         exchange = Exchange(
             api="chat",
             request_id=request.request_id,
@@ -214,7 +219,9 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
 async def _json(request: ApiRequest, send: Send, exchange: Exchange, extra: Headers) -> int:
     reply = await exchange.call(exchange.body_for, None)
     await thinking_store.put(
-        exchange.key.org_id, thinking_blocks_by_tool_id(reply.get("content") or [])
+        exchange.key.org_id,
+        thinking_blocks_by_tool_id(reply.get("content") or []),
+        exchange.model.id,
     )
     completion = translate_response(
         reply,
@@ -302,7 +309,7 @@ async def _pump(
                         if out:
                             await writer.write(b"".join(out))
                         blocks = translator.thinking_blocks_by_tool_id
-                        await thinking_store.put(exchange.key.org_id, blocks)
+                        await thinking_store.put(exchange.key.org_id, blocks, exchange.model.id)
                         await exchange.record(tracker)
                         await writer.write(translator.usage_chunk() + ChatStreamTranslator.DONE)
                         await writer.close()

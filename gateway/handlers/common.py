@@ -168,6 +168,16 @@ def bar_fallbacks(candidates: list[Candidate]) -> tuple[list[Candidate], str | N
     )
 
 
+def pinned(candidates: list[Candidate], produced_by: set[str]) -> list[Candidate]:
+    """The model the conversation's thinking was produced by goes first, when it is one model
+    of the chain (bar_fallbacks then stops the chain there)."""
+    if len(produced_by) != 1:
+        return candidates
+    (model_id,) = produced_by
+    first = [c for c in candidates if c.model.id == model_id]
+    return first + [c for c in candidates if c.model.id != model_id] if first else candidates
+
+
 def answer_headers(exchange: Exchange) -> Headers:
     """x-ezat-model (the answering model's canonical id) and x-ezat-reasoning-effort (the level
     applied on it, when an effort was asked for)."""

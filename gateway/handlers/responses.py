@@ -40,6 +40,7 @@ from gateway.handlers.common import (
     guarded,
     input_estimate,
     model_chain,
+    pinned,
     read_json,
     snapshot,
     stream_headers,
@@ -209,13 +210,6 @@ def _signed(tr: TranslatedResponsesRequest) -> bool:
     )
 
 
-def _pinned(candidates: list[Candidate], opened_by: str | None) -> list[Candidate]:
-    """The conversation's thinking was sealed for `opened_by`: that model goes first (the
-    chain then stops there, bar_fallbacks)."""
-    pinned = [c for c in candidates if c.model.id == opened_by]
-    return pinned + [c for c in candidates if c.model.id != opened_by] if pinned else candidates
-
-
 async def create_response(request: ApiRequest, send: Send) -> int:
     async def handle(scope: RequestScope) -> int:
         key = await authenticate(request, FMT)
@@ -234,7 +228,9 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         signed = _signed(tr)
         candidates, barred = _candidates(models, req, tr, len(request.body)), None
         if signed:
-            candidates, barred = bar_fallbacks(_pinned(candidates, opener.opened_by))
+            candidates, barred = bar_fallbacks(
+                pinned(candidates, {opener.opened_by} if opener.opened_by else set())
+            )
         exchange = Exchange(
             api=API,
             request_id=request.request_id,

@@ -655,3 +655,35 @@ def test_the_effort_is_mapped_for_the_answering_model_messages(lab: FallbackLab)
     assert sent[-1]["output_config"] == {"effort": "high"}
     # The requested model got the caller's level as sent.
     assert all(r["body"]["output_config"] == {"effort": "xhigh"} for r in lab.received("a"))
+
+
+def test_thinking_a_fallback_produced_continues_on_that_model_chat(lab: FallbackLab) -> None:
+    """The thinking kept for an OpenAI client's tool loop names the model that produced it: the
+    next turn goes to `b` again though `a` is back, with `b`'s signed blocks."""
+    a, b = lab.ids["a"], lab.ids["b"]
+    client = lab.openai()
+    messages: list[Any] = user("Weather in Oslo? Use the tool.")
+    params = {"model": a, "tools": [WEATHER_FN], "reasoning_effort": "high"}
+    lab.take_down("a")
+    first = client.chat.completions.create(
+        messages=messages, max_completion_tokens=2000, extra_body={"models": [b]}, **params
+    )
+    assert first.model == b
+    call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
+    messages += [
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": call.id, "content": "9°C"},
+    ]
+    lab.bring_up("a")
+    second = client.chat.completions.with_raw_response.create(
+        messages=messages, max_completion_tokens=2000, extra_body={"models": [b]}, **params
+    )
+    assert second.parse().model == b and second.headers["x-ezat-model"] == b
+    assert second.parse().choices[0].message.content == "Tool said: 9°C"
+    assert lab.received("a") == []
+    [sent] = [
+        r["body"]
+        for r in lab.received("b")
+        if r["body"]["messages"][-1]["role"] == "user" and len(r["body"]["messages"]) == 3
+    ]
+    assert [block["type"] for block in sent["messages"][1]["content"]] == ["thinking", "tool_use"]
