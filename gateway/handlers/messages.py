@@ -78,8 +78,6 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             forced_tool_choice=model.forced_tool_choice,
             thinking_can_be_disabled=model.thinking_can_be_disabled,
         )
-        # The body as sent is what the requested model gets; other models get their own copy.
-        pristine = _pristine(body, models)
         stripped = not model.prompt_caching and validation.strip_cache_control(body)
         output_config = body.get("output_config")
         effort = output_config.get("effort") if isinstance(output_config, dict) else None
@@ -87,8 +85,8 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         candidates = _candidates(
             models,
             body,
-            pristine,
-            None if stripped else request.body,
+            request.body,
+            stripped,
             media,
             max_tokens=checked.max_tokens,
             raw_len=len(request.body),
@@ -147,19 +145,11 @@ def _body_for(body: dict[str, Any], raw: bytes | None) -> BodyFor:
     return build
 
 
-def _pristine(body: dict[str, Any], models: ModelChain) -> dict[str, Any] | None:
-    """A copy of the caller's body for the chain's other models (before anything is stripped
-    for the requested one), or None without a chain. Only requests with fallbacks pay it."""
-    if all(m.id == models.requested_id for m in models.models):
-        return None
-    return orjson.loads(orjson.dumps(body))
-
-
 def _candidates(
     models: ModelChain,
     body: dict[str, Any],
-    pristine: dict[str, Any] | None,
-    raw: bytes | None,
+    raw: bytes,
+    stripped: bool,
     media: MediaTally,
     *,
     max_tokens: int,
@@ -167,17 +157,16 @@ def _candidates(
     effort: str | None,
 ) -> list[Candidate]:
     """The models that may answer, each with its body: the requested model the caller's
-    (spliced), the others a copy with the effort mapped to their nearest level and cache
-    breakpoints dropped where they have no prompt caching."""
+    (spliced into the bytes as sent unless breakpoints were stripped), the others their own,
+    parsed from the bytes as sent when they are tried, with the effort mapped to their
+    nearest level and breakpoints dropped where they have no prompt caching."""
     primary = models.primary
 
     def estimate(model: ModelInfo) -> int:
         return input_estimate(raw_len, media, model)
 
     def needs() -> RequestNeeds:
-        return messages_needs(
-            pristine or body, media, max_tokens=max_tokens, honours_sampling=primary.sampling
-        )
+        return messages_needs(body, media, max_tokens=max_tokens, honours_sampling=primary.sampling)
 
     found = []
     for model in fitting(models, needs, estimate):
@@ -188,17 +177,16 @@ def _candidates(
             max_tokens=max_tokens,
         )
         if model.id == models.requested_id:
-            candidate.prepared = Prepared(_body_for(body, raw), effort)
+            candidate.prepared = Prepared(_body_for(body, None if stripped else raw), effort)
         else:
-            assert pristine is not None
-            candidate.build = _other_model(pristine, effort)
+            candidate.build = _other_model(raw, effort)
         found.append(candidate)
     return found
 
 
-def _other_model(pristine: dict[str, Any], effort: str | None) -> Callable[[ModelInfo], Prepared]:
+def _other_model(raw: bytes, effort: str | None) -> Callable[[ModelInfo], Prepared]:
     def build(model: ModelInfo) -> Prepared:
-        own = orjson.loads(orjson.dumps(pristine))
+        own = orjson.loads(raw)  # the caller's body as sent: only requests that fall back pay it
         applied = effort
         if effort is not None:
             applied = mapped_effort(model, effort)
