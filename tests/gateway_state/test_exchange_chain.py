@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -28,6 +28,7 @@ from gateway.exchange import Exchange
 from gateway.limits.local import LocalLimiter
 from gateway.routing import health
 from gateway.simulator.testing import SimulatorThread
+from gateway.upstream import client
 from tests.limits.conftest import StaticMoney
 
 KEY = KeyInfo(id=7, org_id=7, prefix="ezat_sk_test", rpm_limit=1000, spend_cap_nano=None)
@@ -45,7 +46,9 @@ def sims() -> Iterator[dict[str, SimulatorThread]]:
 
 
 @pytest.fixture
-def limiter(sims: dict[str, SimulatorThread]) -> Iterator[LocalLimiter]:
+async def limiter(sims: dict[str, SimulatorThread], settings: Any) -> AsyncIterator[LocalLimiter]:
+    # Health stays in this process (no Redis client is made that would outlive the test's loop).
+    settings.REDIS_URL = ""
     for sim in sims.values():
         sim.reset()
     money = StaticMoney()
@@ -56,6 +59,7 @@ def limiter(sims: dict[str, SimulatorThread]) -> Iterator[LocalLimiter]:
         yield local
     finally:
         limits.reset_limiter()
+        await client.close()  # pooled connections belong to this test's loop
 
 
 def model(label: str, sim: SimulatorThread, *, output_price: int, slots: int = 100) -> ModelInfo:
