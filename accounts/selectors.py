@@ -65,3 +65,14 @@ def org_fallbacks(org: Organization) -> QuerySet[FallbackPolicy]:
 
 def org_fallback(org: Organization, model_id: str) -> FallbackPolicy | None:
     return FallbackPolicy.objects.filter(org=org, model_id=model_id).first()
+
+
+def catalog_model_names() -> dict[str, str]:
+    """Every catalog name (id and aliases, lower case) → canonical id, enabled or not: what a
+    fallback chain may name."""
+    from catalog.models import Model, ModelAlias
+
+    names = {model_id.lower(): model_id for model_id in Model.objects.values_list("id", flat=True)}
+    for alias, model_id in ModelAlias.objects.values_list("alias", "model_id"):
+        names.setdefault(alias, model_id)
+    return names

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import keys
+from accounts import keys, selectors
 from accounts.models import ApiKey, FallbackPolicy, ManagementKey, Membership, Organization
 from catalog.chains import AUTO_MODEL_ID, ChainError, check_chain, is_auto
 
@@ -156,16 +156,6 @@ def revoke_management_key(*, key: ManagementKey) -> ManagementKey:
 # --- Fallback policies ----------------------------------------------------------------------------
 
 
-def catalog_names() -> dict[str, str]:
-    """Every catalog name (id and aliases, lower case) → canonical id, enabled or not."""
-    from catalog.models import Model, ModelAlias
-
-    names = {model_id.lower(): model_id for model_id in Model.objects.values_list("id", flat=True)}
-    for alias, model_id in ModelAlias.objects.values_list("alias", "model_id"):
-        names.setdefault(alias, model_id)
-    return names
-
-
 @transaction.atomic
 def set_fallbacks(
     *, org: Organization, model: str, fallbacks: list[object], actor: str = ""
@@ -176,7 +166,7 @@ def set_fallbacks(
     Every gateway process applies it within EZAT_KEY_CACHE_TTL seconds. Raises AccountsError
     naming the bad entry (`fallbacks[2]`).
     """
-    names = catalog_names()
+    names = selectors.catalog_model_names()
     owner = AUTO_MODEL_ID if is_auto(model) else names.get(model.strip().lower())
     if owner is None:
         raise AccountsError(f"model: unknown model {model.strip()[:128]!r}")
@@ -201,7 +191,7 @@ def set_fallbacks(
 def clear_fallbacks(*, org: Organization, model: str) -> bool:
     """Turn fallbacks off for one model (ezat/auto: back to the catalog's chain). Idempotent;
     returns whether there was a chain."""
-    names = catalog_names()
+    names = selectors.catalog_model_names()
     owner = AUTO_MODEL_ID if is_auto(model) else names.get(model.strip().lower(), model.strip())
     deleted, _ = FallbackPolicy.objects.filter(org=org, model_id=owner).delete()
     return bool(deleted)

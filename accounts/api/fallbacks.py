@@ -163,5 +163,5 @@ def _canonical(model: str) -> str:
     """The stored id for a model named by id or alias (ezat/auto as is)."""
     if is_auto(model):
         return AUTO_MODEL_ID
-    names: dict[str, str] = services.catalog_names()
+    names = selectors.catalog_model_names()
     return names.get(model.strip().lower(), model.strip())
