@@ -486,10 +486,12 @@ def test_ezat_auto_resolves_to_the_orgs_chain_with_both_sdks(lab: FallbackLab) -
         )
     )
     assert {chunk.model for chunk in chunks} == {b}
+    response = lab.openai().responses.create(model="ezat/auto", input="Hi", store=False)
+    assert response.model == b
     records = lab.usage()
-    assert [r.requested_model for r in records] == ["ezat/auto"] * 4
-    assert [r.model_name for r in records] == ["ezat/auto"] * 4
-    assert [r.model_id for r in records] == [a, a, b, b]
+    assert [r.requested_model for r in records] == ["ezat/auto"] * 5
+    assert [r.model_name for r in records] == ["ezat/auto"] * 5
+    assert [r.model_id for r in records] == [a, a, b, b, b]
     # Listed with what its chain shares, by both APIs.
     assert "ezat/auto" in [m.id for m in lab.openai().models.list()]
     info = lab.anthropic().models.retrieve("ezat/auto")
