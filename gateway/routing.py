@@ -111,6 +111,11 @@ class HealthBoard:
         until = self._cooling_until.get(deployment_id)
         return until is not None and until > (now if now is not None else time.time())
 
+    def refresh(self, deployment_ids: list[int]) -> None:
+        """Learn other processes' cooldowns of these deployments (at most once a second): a
+        request with a chain of models asks for all of its models' deployments at once."""
+        self._maybe_sync(deployment_ids)
+
     def order(self, routes: Sequence[Route], session: str) -> list[Route]:
         self._maybe_sync([r.deployment.id for r in routes])
         ranked = rendezvous_order(routes, session)

@@ -88,6 +88,8 @@ class ChainWalk:
         it is still tried last); a model no deployment serves is skipped."""
         plan: list[tuple[Candidate, list[Route]]] = []
         cooling: list[tuple[Candidate, list[Route]]] = []
+        if self.has_fallbacks:
+            health.refresh([r.deployment.id for c in self.candidates for r in c.model.routes])
         for position, candidate in enumerate(self.candidates):
             order = health.order(candidate.model.routes, self.session)
             if self.pin_kind and order and position == 0:
