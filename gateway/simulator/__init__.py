@@ -3,6 +3,11 @@
 Run it with ``python -m gateway.simulator --port 8787`` (no Django needed), or embed it:
 ``build_app(api_key)`` returns the aiohttp application and ``serve(host, port, api_key)`` runs
 it. ``gateway.simulator.testing.SimulatorThread`` runs it in a background thread for tests.
+
+Control API (no auth), under ``/_sim/``: ``GET requests`` (recorded requests), ``POST script`` /
+``GET script`` / ``DELETE script`` (scripted faults: add, list, drop), ``GET clock`` /
+``POST clock`` (``{"advance": s}`` or ``{"now": s}``: the prompt cache's TTLs on simulated time),
+``POST reset`` (records, faults, cache, back to the wall clock), ``GET stats``, ``GET health``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,13 @@ Each prefix is identified by a running hash over the model and the segments with
 `cache_control` stripped, so moving a breakpoint later in the next turn can still read the
 earlier prefix -- the same reason multi-turn caching works on the real API.
 
+An entry is readable only by requests that arrive after the instant it was written: concurrent
+requests do not see each other's writes (the real API makes an entry readable only once the first
+response has begun, protocol.md 1.12). With the wall clock that instant is a nanosecond; on a
+simulated clock (`gateway/simulator/clock.py`) every request at the same simulated time pays its
+own write, whatever order they arrive in -- which keeps a benchmark's numbers independent of the
+order of concurrent requests.
+
 Deliberately left out: per-model minimum cacheable lengths, and the "1h before 5m" ordering rule.
 """
 
@@ -46,8 +53,12 @@ class InputUsage:
 
 @dataclass(slots=True)
 class _Entry:
+    written_at: float
     expires_at: float
     ttl: float
+
+    def readable(self, now: float) -> bool:
+        return self.written_at < now < self.expires_at
 
 
 def count_breakpoints(body: Mapping[str, Any]) -> int:
@@ -125,7 +136,7 @@ class PromptCache:
             self._store(digests[index], ttl, now)
         if read_at >= 0:
             entry = self._entries.get(digests[read_at])
-            if entry is not None:
+            if entry is not None and entry.expires_at > now:
                 self._store(digests[read_at], entry.ttl, now)  # a hit refreshes the TTL
 
         creation = created[TTL_5M] + created[TTL_1H]
@@ -143,15 +154,17 @@ class PromptCache:
         for index, _ttl in points:
             for pos in range(index, max(best, index - LOOKBACK_BLOCKS), -1):
                 entry = self._entries.get(digests[pos])
-                if entry is not None and entry.expires_at > now:
+                if entry is not None and entry.readable(now):
                     best = pos
                     break
         return best
 
     def _store(self, digest: bytes, ttl: float, now: float) -> None:
-        # Re-insert so dict order stays "least recently used first" for eviction.
-        self._entries.pop(digest, None)
-        self._entries[digest] = _Entry(expires_at=now + ttl, ttl=ttl)
+        # Re-insert so dict order stays "least recently used first" for eviction. A live entry
+        # keeps the instant it was first written (a refresh does not hide it again).
+        old = self._entries.pop(digest, None)
+        written_at = old.written_at if old is not None and old.expires_at > now else now
+        self._entries[digest] = _Entry(written_at=written_at, expires_at=now + ttl, ttl=ttl)
         if len(self._entries) > MAX_ENTRIES:
             self._evict(now)
 

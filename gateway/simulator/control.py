@@ -1,10 +1,11 @@
-"""The test control API under /_sim/ (no auth): records, fault script, reset, stats."""
+"""The test control API under /_sim/ (no auth): records, fault script, clock, reset, stats."""
 
 from __future__ import annotations
 
 import orjson
 from aiohttp import web
 
+from gateway.simulator.clock import ClockError
 from gateway.simulator.errors import json_response
 from gateway.simulator.faults import FaultError
 from gateway.simulator.state import STATE
@@ -55,6 +56,43 @@ async def get_script(request: web.Request) -> web.Response:
     return json_response({"faults": request.app[STATE].script.pending()})
 
 
+async def clear_script(request: web.Request) -> web.Response:
+    """Drop the pending faults only (the cache, records and clock stay): a deployment that
+    comes back keeps what it had cached."""
+    script = request.app[STATE].script
+    dropped = len(script)
+    script.clear()
+    return json_response({"dropped": dropped, "pending": 0})
+
+
+async def get_clock(request: web.Request) -> web.Response:
+    return json_response(request.app[STATE].clock_view())
+
+
+async def set_clock(request: web.Request) -> web.Response:
+    """`{"advance": seconds}` or `{"now": seconds}`: the cache's TTLs run on this time from now
+    on (until /_sim/reset). Time never goes backwards."""
+    try:
+        payload = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        return _bad("body must be JSON")
+    if not isinstance(payload, dict) or len(payload.keys() & {"advance", "now"}) != 1:
+        return _bad('body must be {"advance": seconds} or {"now": seconds}')
+    if set(payload) - {"advance", "now"}:
+        return _bad(f"unknown field(s): {', '.join(sorted(set(payload) - {'advance', 'now'}))}")
+    name = "advance" if "advance" in payload else "now"
+    value = payload[name]
+    # orjson refuses NaN and infinities, so a number here is finite.
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return _bad(f"{name} must be a number of seconds")
+    clock = request.app[STATE].clock
+    try:
+        clock.advance(value) if name == "advance" else clock.set(value)
+    except ClockError as exc:
+        return _bad(f"{name}: {exc}")
+    return json_response(request.app[STATE].clock_view())
+
+
 async def stats(request: web.Request) -> web.Response:
     return json_response(request.app[STATE].stats_view())
 
@@ -65,4 +103,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/_sim/reset", reset)
     app.router.add_post("/_sim/script", add_script)
     app.router.add_get("/_sim/script", get_script)
+    app.router.add_delete("/_sim/script", clear_script)
+    app.router.add_get("/_sim/clock", get_clock)
+    app.router.add_post("/_sim/clock", set_clock)
     app.router.add_get("/_sim/stats", stats)

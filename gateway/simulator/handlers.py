@@ -119,6 +119,8 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
     reply = reply_from_override(fault.reply) if fault and fault.reply else build_reply(body)
     inputs = state.cache.account(body["model"], body)
     message = assemble(body["model"], reply, inputs)
+    if state.gate is not None:
+        await state.gate(body, message["usage"])
     if body.get("stream"):
         return await _stream(request, ctx, message, fault)
     return await _json(request, ctx, message, fault)

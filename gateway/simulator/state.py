@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from gateway.simulator.cache import PromptCache
+from gateway.simulator.clock import SimClock
 from gateway.simulator.faults import FaultScript
+
+# Called with a Messages request's body and its reply's usage before the reply is sent. For
+# embedding only (a benchmark in the same process holds replies for as long as a model would
+# take, and reads what each deployment's cache did).
+Gate = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
 
 MAX_RECORDS = 2000
 
@@ -33,9 +40,14 @@ class SimState:
     api_key: str | None = None
     records: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))
     script: FaultScript = field(default_factory=FaultScript)
-    cache: PromptCache = field(default_factory=PromptCache)
+    clock: SimClock = field(default_factory=SimClock)
+    cache: PromptCache = field(init=False)
     stats: Counter[tuple[str, str]] = field(default_factory=Counter)
+    gate: Gate | None = None
     _seq: int = 0
+
+    def __post_init__(self) -> None:
+        self.cache = PromptCache(clock=self.clock)
 
     def record(self, request: web.Request, ctx: RequestContext) -> dict[str, Any]:
         self._seq += 1
@@ -75,12 +87,17 @@ class SimState:
             "by_path_status": by_path_status,
             "pending_faults": len(self.script),
             "cache_entries": len(self.cache),
+            "clock": self.clock_view(),
         }
+
+    def clock_view(self) -> dict[str, Any]:
+        return {"now": self.clock(), "simulated": self.clock.simulated}
 
     def reset(self) -> None:
         self.records.clear()
         self.script.clear()
         self.cache.clear()
+        self.clock.real()  # with the cache cleared, no entry outlives a step back in time
         self.stats.clear()
 
 

@@ -105,6 +105,14 @@ class SimulatorThread:
         """Append fault entries; returns how many are pending."""
         return int(self._control("POST", "script", {"faults": list(faults)})["pending"])
 
+    def clear_script(self) -> int:
+        """Drop pending faults (cache and records stay); returns how many were dropped."""
+        return int(self._control("DELETE", "script")["dropped"])
+
+    def advance_clock(self, seconds: float) -> float:
+        """Move the simulated clock on (taking it over from the wall clock on first use)."""
+        return float(self._control("POST", "clock", {"advance": seconds})["now"])
+
     def requests(self) -> list[dict[str, Any]]:
         return list(self._control("GET", "requests"))
 
