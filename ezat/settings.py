@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from ezat.secrets import check_secret_key
 
@@ -203,6 +204,21 @@ EZAT_CATALOG_POLL_INTERVAL = env.float("EZAT_CATALOG_POLL_INTERVAL", default=2.0
 # Routing health.
 EZAT_COOLDOWN_FAILURES = env.int("EZAT_COOLDOWN_FAILURES", default=3)
 EZAT_COOLDOWN_SECONDS = env.float("EZAT_COOLDOWN_SECONDS", default=30.0)
+# How a conversation picks its deployment (gateway/routing_policies.py). `rendezvous` is EZAT's
+# routing; the others exist so the cache benchmark can measure naive routing through the same
+# gateway (bench/cache.py).
+EZAT_ROUTING_POLICIES = ("rendezvous", "modulo", "round_robin", "random", "least_busy")
+EZAT_ROUTING_POLICY = env.str("EZAT_ROUTING_POLICY", default="rendezvous").strip().lower()
+if EZAT_ROUTING_POLICY not in EZAT_ROUTING_POLICIES:
+    raise ImproperlyConfigured(
+        f"EZAT_ROUTING_POLICY must be one of {', '.join(EZAT_ROUTING_POLICIES)}, "
+        f"not {EZAT_ROUTING_POLICY!r}"
+    )
+# Seed of the `random` policy's generator (reproducible benchmarks); unset = OS entropy.
+EZAT_ROUTING_SEED = env.int("EZAT_ROUTING_SEED", default=None)
+# Breakpoint-aware fallback: when a conversation's deployment is cooling, prefer the healthy one
+# likeliest to hold its cached prefix over the next in rendezvous order (gateway/prefix_digest.py).
+EZAT_ROUTING_PREFIX_AWARE = env.bool("EZAT_ROUTING_PREFIX_AWARE", default=True)
 # Limits and money.
 EZAT_HOLD_TTL_SECONDS = env.int("EZAT_HOLD_TTL_SECONDS", default=900)
 EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5)

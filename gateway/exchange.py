@@ -96,6 +96,7 @@ class Exchange(ChainWalk):
         model_name: str,
         stream: bool,
         session: str,
+        prefix: str | None = None,
         pin_kind: bool = False,
         high_effort: bool = False,
         candidates: list[Candidate] | None = None,
@@ -123,6 +124,7 @@ class Exchange(ChainWalk):
         self.fallbacks_barred = fallbacks_barred
         self.stream = stream
         self.session = session
+        self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
         self.pin_kind = pin_kind
         self.high_effort = high_effort
         self.deadline_s = (
@@ -143,6 +145,9 @@ class Exchange(ChainWalk):
         self._plan: list[tuple[Candidate, list[Route]]] = []
         self._slot: int | None = None
         self._uses_slots = False
+        self._busy: int | None = None  # the deployment this request counts as in flight on
+        # Models whose deployments the prefix digest already ordered (displaced at admission).
+        self._prefix_checked: set[str] = set()
         self._settled = False
         self._recorded_cost = 0
         self.route: Route | None = None
@@ -447,6 +452,7 @@ class Exchange(ChainWalk):
         if self._settled:
             return
         self._settled = True
+        self._end_busy()
         cost = self._recorded_cost
         if not (self.hold_nano or cost):
             await self._release_slot()

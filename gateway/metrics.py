@@ -32,3 +32,8 @@ MODEL_FALLBACKS = Counter(
     "Times a request moved on to another model of its chain (before its first token)",
     ["requested", "model"],
 )
+PREFIX_FALLBACKS = Counter(
+    "ezat_prefix_fallbacks_total",
+    "Displaced conversations by what chose their deployment (session, prefix or none)",
+    ["chosen_by"],
+)

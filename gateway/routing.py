@@ -3,7 +3,10 @@
 A conversation (session key) maps to the same deployment while it is healthy, so its prompt
 cache is read back; different conversations spread by weight. Rendezvous hashing moves only the
 affected share when a deployment is added or removed. Cooldowns are a preference, never a wall:
-cooling deployments go to the back of the order, they are not removed.
+cooling deployments go to the back of the order, they are not removed. When a conversation's own
+deployment is cooling, the breakpoint-aware fallback (gateway/prefix_digest.py) picks the healthy
+deployment likeliest to hold its cached prefix. `EZAT_ROUTING_POLICY` swaps rendezvous for one of
+the naive policies the cache benchmark compares it with (gateway/routing_policies.py).
 """
 
 from __future__ import annotations
@@ -14,18 +17,20 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from django.conf import settings
 
 from catalog.snapshot import Route
+from gateway import prefix_digest, routing_policies
 from gateway.metrics import SIDE_EFFECT_FAILURES
+from gateway.routing_policies import rendezvous_order
 
 logger = logging.getLogger(__name__)
 
 SESSION_MAX = 256
-_TWO_64 = float(2**64)
 
 
 def session_key(header: str | None, prompt_cache_key: str | None, body: dict[str, Any]) -> str:
@@ -73,17 +78,6 @@ def _as_blocks(content: Any) -> Any:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
-def _score(session: str, deployment_id: int, weight: int) -> float:
-    digest = hashlib.blake2b(f"{session}|{deployment_id}".encode(), digest_size=8).digest()
-    unit = (int.from_bytes(digest, "big") + 0.5) / _TWO_64  # in (0, 1)
-    # Weighted rendezvous (Schindelhauer & Schomaker): smallest -ln(u)/w wins, with P ∝ w.
-    return -math.log(unit) / weight
-
-
-def rendezvous_order(routes: Sequence[Route], session: str) -> list[Route]:
-    return sorted(routes, key=lambda r: _score(session, r.deployment.id, r.deployment.weight))
-
-
 def has_thinking_signatures(raw_body: bytes) -> bool:
     return b'"signature"' in raw_body
 
@@ -93,6 +87,7 @@ class HealthBoard:
 
     def __init__(self) -> None:
         self._failures: dict[int, int] = {}
+        self._failed_at: dict[int, float] = {}  # wall clock of each deployment's latest failure
         self._cooling_until: dict[int, float] = {}
         self._synced_at = 0.0
         self._sync_task: asyncio.Task[None] | None = None
@@ -117,15 +112,37 @@ class HealthBoard:
         self._maybe_sync(deployment_ids)
 
     def order(self, routes: Sequence[Route], session: str) -> list[Route]:
-        self._maybe_sync([r.deployment.id for r in routes])
-        ranked = rendezvous_order(routes, session)
-        now = time.time()
-        healthy = [r for r in ranked if not self.is_cooling(r.deployment.id, now)]
-        cooling = [r for r in ranked if self.is_cooling(r.deployment.id, now)]
-        return healthy + cooling
+        return self.placement(routes, session).order
 
-    def success(self, deployment_id: int) -> None:
-        """A deployment that answers is healthy again, in this process and (via Redis) in all."""
+    def placement(self, routes: Sequence[Route], session: str) -> Placement:
+        """Healthy deployments in the routing policy's order, then cooling ones."""
+        self._maybe_sync([r.deployment.id for r in routes])
+        now = time.time()
+        policy = routing_policies.current()
+        if isinstance(policy, routing_policies.Rendezvous):
+            ranked = rendezvous_order(routes, session)
+            healthy = [r for r in ranked if not self.is_cooling(r.deployment.id, now)]
+            cooling = [r for r in ranked if self.is_cooling(r.deployment.id, now)]
+            # Displaced: the conversation's own deployment (its rendezvous winner) is cooling.
+            return Placement(healthy, cooling, bool(cooling) and cooling[0] is ranked[0])
+        healthy = [r for r in routes if not self.is_cooling(r.deployment.id, now)]
+        cooling = [r for r in routes if self.is_cooling(r.deployment.id, now)]
+        return Placement(policy.rank(healthy, session), rendezvous_order(cooling, session), False)
+
+    def success(self, deployment_id: int, since: float | None = None) -> None:
+        """A deployment that answers is healthy again, in this process and (via Redis) in all.
+
+        `since`: when the attempt was sent (wall clock). An answer to an attempt sent before the
+        deployment's latest failure, or before its cooldown began (a long request that was
+        already running when the deployment started failing), is old news: it neither resets
+        the failure count nor ends the cooldown. Otherwise requests finishing on a failing
+        deployment keep it from ever cooling down, or re-open it.
+        """
+        if since is not None:
+            until = self._cooling_until.get(deployment_id)
+            began = until - settings.EZAT_COOLDOWN_SECONDS if until is not None else -math.inf
+            if since < max(began, self._failed_at.get(deployment_id, -math.inf)):
+                return
         self._failures.pop(deployment_id, None)
         if self._cooling_until.pop(deployment_id, None) is not None:
             client = self._redis_client()
@@ -140,6 +157,7 @@ class HealthBoard:
             logger.warning("could not clear cooldown", exc_info=True)
 
     def failure(self, deployment_id: int) -> None:
+        self._failed_at[deployment_id] = time.time()
         count = self._failures.get(deployment_id, 0) + 1
         self._failures[deployment_id] = count
         if count >= settings.EZAT_COOLDOWN_FAILURES:
@@ -191,7 +209,19 @@ class HealthBoard:
 
     def reset(self) -> None:
         self._failures.clear()
+        self._failed_at.clear()
         self._cooling_until.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    healthy: list[Route]
+    cooling: list[Route]
+    displaced: bool
+
+    @property
+    def order(self) -> list[Route]:
+        return self.healthy + self.cooling
 
 
 health = HealthBoard()
@@ -212,3 +242,42 @@ def cooldown_state(deployment_ids: Sequence[int]) -> dict[int, float | None]:
         except redis.RedisError:
             SIDE_EFFECT_FAILURES.labels("cooldown_state").inc()
     return health.state(deployment_ids)
+
+
+async def route_order(
+    routes: Sequence[Route], model_id: str, session: str, prefix: str | None
+) -> tuple[list[Route], bool]:
+    """The order in which a request tries the model's deployments, and whether the prefix
+    digest already chose its first one.
+
+    In the usual case this is pure computation (no I/O). Only a displaced conversation (its
+    deployment cooling) consults the prefix digest, which may read Redis once.
+    """
+    placed = health.placement(routes, session)
+    if not placed.displaced or not _prefix_aware():
+        return placed.order, False
+    healthy = await prefix_digest.digest.prefer(placed.healthy, model_id, session, prefix)
+    return healthy + placed.cooling, True
+
+
+async def failover_order(
+    remaining: Sequence[Route], model_id: str, session: str, prefix: str | None
+) -> list[Route]:
+    """After the conversation's own deployment failed an attempt, the deployments left to try.
+
+    A failure is the other way a conversation gets displaced (its deployment is not cooling
+    yet, or its cooldown ran out while it is still down), so the same breakpoint-aware choice
+    applies to the next attempt.
+    """
+    if not _prefix_aware() or len(remaining) < 2:
+        return list(remaining)
+    now = time.time()
+    healthy = [r for r in remaining if not health.is_cooling(r.deployment.id, now)]
+    cooling = [r for r in remaining if health.is_cooling(r.deployment.id, now)]
+    return await prefix_digest.digest.prefer(healthy, model_id, session, prefix) + cooling
+
+
+def _prefix_aware() -> bool:
+    return settings.EZAT_ROUTING_PREFIX_AWARE and isinstance(
+        routing_policies.current(), routing_policies.Rendezvous
+    )

@@ -19,8 +19,10 @@ from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
 from gateway.chain import Candidate
 from gateway.errors import GatewayError
+from gateway.prefix_digest import digest
 from gateway.request_limits import max_request_bytes, too_large_message
-from gateway.routing import health
+from gateway.routing import failover_order, health, route_order
+from gateway.routing_policies import in_flight
 
 # Efforts that may think for minutes before the first token: they get the longer start deadline.
 HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
@@ -59,6 +61,7 @@ class ChainWalk:
     key: KeyInfo
     limits_id: str
     session: str
+    prefix: str | None
     pin_kind: bool
     high_effort: bool
     deadline_s: float
@@ -75,6 +78,8 @@ class ChainWalk:
     _plan: list[tuple[Candidate, list[Route]]]
     _slot: int | None
     _uses_slots: bool
+    _busy: int | None
+    _prefix_checked: set[str]
 
     # --- admission ------------------------------------------------------------------------------
     @property
@@ -82,7 +87,7 @@ class ChainWalk:
         """Whether another model than the first may answer (the answer names the model)."""
         return len(self.candidates) > 1
 
-    def _route_plan(self) -> list[tuple[Candidate, list[Route]]]:
+    async def _route_plan(self) -> list[tuple[Candidate, list[Route]]]:
         """Each candidate with its deployments in routing order. With a chain, a model whose
         deployments are all cooling down goes after the others (cooldowns stay a preference:
         it is still tried last); a model no deployment serves is skipped."""
@@ -91,7 +96,10 @@ class ChainWalk:
         if self.has_fallbacks:
             health.refresh([r.deployment.id for c in self.candidates for r in c.model.routes])
         for position, candidate in enumerate(self.candidates):
-            order = health.order(candidate.model.routes, self.session)
+            model = candidate.model
+            order, chosen = await route_order(model.routes, model.id, self.session, self.prefix)
+            if chosen:
+                self._prefix_checked.add(model.id)
             if self.pin_kind and order and position == 0:
                 # Signed thinking blocks are only valid on the platform that signed them.
                 order = [r for r in order if r.deployment.kind == order[0].deployment.kind]
@@ -108,7 +116,7 @@ class ChainWalk:
         for candidate in self.candidates:
             candidate.estimate = candidate.estimate or input_estimate
             candidate.max_tokens = candidate.max_tokens or max_tokens
-        plan = self._route_plan()
+        plan = await self._route_plan()
         if not plan:
             raise GatewayError(
                 503, f"no deployment serves {self.model.id}", type_="overloaded_error"
@@ -232,7 +240,10 @@ class ChainWalk:
                 ]
             else:  # held for a model that was skipped: this model takes its own
                 await self._release_slot()
-        for route in order:
+        position = -1
+        while position + 1 < len(order):
+            position += 1
+            route = order[position]
             dep = route.deployment
             if self._uses_slots and self._slot != dep.id:
                 if not await limiter.acquire_slot(self.limits_id, dep.id, dep.max_concurrency):
@@ -245,9 +256,13 @@ class ChainWalk:
                 metrics.FAILOVERS.inc()
             tried += 1
             started = time.perf_counter()
+            sent_at = time.time()
+            in_flight.begin(dep.id)
+            self._busy = dep.id
             try:
                 result = await attempt(route)
             except AttemptFailed as failed:
+                self._end_busy()
                 self._log_attempt(route, failed.outcome, started, failed.error.status)
                 await self._release_slot()
                 if failed.retryable and not failed.healthy:
@@ -255,9 +270,16 @@ class ChainWalk:
                 last = failed.error
                 if not failed.retryable:
                     raise failed.error from None
+                if position == 0 and self.model.id not in self._prefix_checked:
+                    # The conversation's own deployment just failed: displaced, as if cooling.
+                    self._prefix_checked.add(self.model.id)
+                    order = order[:1] + await failover_order(
+                        order[1:], self.model.id, self.session, self.prefix
+                    )
                 continue
             self._log_attempt(route, "ok", started, 200)
-            health.success(dep.id)
+            health.success(dep.id, since=sent_at)
+            digest.record(self.model.id, self.session, self.prefix, dep.id)
             self.route = route
             return result, None, tried
         if last is None:
@@ -291,6 +313,11 @@ class ChainWalk:
             }
         )
         metrics.UPSTREAM_ATTEMPTS.labels(route.deployment.name, outcome).inc()
+
+    def _end_busy(self) -> None:
+        if self._busy is not None:
+            busy, self._busy = self._busy, None
+            in_flight.end(busy)
 
     async def _release_slot(self) -> None:
         if self._slot is not None:

@@ -57,6 +57,7 @@ from gateway.http import (
     base_headers,
     send_response,
 )
+from gateway.prefix_digest import prefix_identity
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.openai.common import default_max_tokens
 from gateway.protocols.openai.inbound import (
@@ -196,6 +197,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             model_name=name,
             stream=tr.stream,
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
+            prefix=prefix_identity(tr.body),
             pin_kind=signed,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
             candidates=candidates,

@@ -45,6 +45,7 @@ from gateway.http import (
     base_headers,
     send_response,
 )
+from gateway.prefix_digest import prefix_identity
 from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.media import tally_messages
 from gateway.protocols.anthropic.rewrite import with_model
@@ -103,6 +104,7 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             model_name=checked.model,
             stream=checked.stream,
             session=session_key(request.headers.get("x-ezat-session"), None, body),
+            prefix=prefix_identity(body),
             pin_kind=signed,
             high_effort=effort in HIGH_EFFORTS,
             candidates=candidates,

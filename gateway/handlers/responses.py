@@ -63,6 +63,7 @@ from gateway.http import (
     base_headers,
     send_response,
 )
+from gateway.prefix_digest import prefix_identity
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.openai.common import default_max_tokens, disable_thinking
 from gateway.protocols.openai.types import InvalidRequest
@@ -239,6 +240,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
             model_name=name,
             stream=tr.stream,
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
+            prefix=prefix_identity(tr.body),
             pin_kind=signed,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
             candidates=candidates,

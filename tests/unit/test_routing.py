@@ -291,6 +291,50 @@ def test_a_success_ends_a_cooldown(board: HealthBoard) -> None:
     assert not board.is_cooling(7)
 
 
+def test_an_answer_to_an_attempt_older_than_the_cooldown_does_not_end_it(
+    board: HealthBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long request sent before the deployment started failing finishes after its cooldown
+    began: that is no news about the deployment now (it would re-open a failing deployment)."""
+    import gateway.routing as routing
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(routing.time, "time", lambda: now[0])
+    sent_before = now[0] - 5
+    for _ in range(3):
+        board.failure(7)
+    assert board.is_cooling(7)
+    now[0] += 2
+    board.success(7, since=sent_before)
+    assert board.is_cooling(7)
+    board.success(7, since=now[0] - 1)  # sent after the cooldown began: it answers now
+    assert not board.is_cooling(7)
+
+
+def test_an_answer_sent_before_a_failure_does_not_reset_the_count(
+    board: HealthBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests already running when a deployment starts failing finish fine: that must not
+    reset its failure count, or a failing deployment with long requests never cools down."""
+    import gateway.routing as routing
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(routing.time, "time", lambda: now[0])
+    sent_before = now[0] - 5
+    board.failure(7)
+    now[0] += 1
+    board.failure(7)
+    board.success(7, since=sent_before)  # old news
+    board.failure(7)
+    assert board.is_cooling(7)  # three failures in a row, whatever finished in between
+    board.reset()
+    board.failure(7)
+    board.failure(7)
+    board.success(7, since=now[0] + 0.5)  # sent after the last failure, and it answered
+    board.failure(7)
+    assert not board.is_cooling(7)
+
+
 def test_cooldown_ends_after_its_time(board: HealthBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     import gateway.routing as routing
 
