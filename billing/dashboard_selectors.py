@@ -228,6 +228,44 @@ def usage_report(org: Organization, period: Period, split: str = "model") -> Usa
     return report
 
 
+@dataclass(frozen=True, slots=True)
+class CacheHitRate:
+    """One model's prompt-cache hit rate: cache reads ÷ cacheable input tokens, where cacheable
+    means at or before a request's last cache breakpoint -- read from the cache or written to it
+    (the same definition as the cache benchmark's, bench/cache_metrics.py)."""
+
+    model_id: str
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+    @property
+    def cacheable_tokens(self) -> int:
+        return self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def rate(self) -> Decimal | None:
+        """None when nothing was cacheable (no breakpoints): a rate of nothing is not 0 %."""
+        if not self.cacheable_tokens:
+            return None
+        return Decimal(self.cache_read_tokens) / Decimal(self.cacheable_tokens)
+
+
+def cache_hit_rates(org: Organization, period: Period) -> list[CacheHitRate]:
+    """Per model, for the org's usage in the period; most cacheable tokens first."""
+    rows = (
+        _usage(org)
+        .filter(created_at__gte=period.start, created_at__lt=period.end)
+        .values("model_id")
+        .annotate(
+            read=Sum("cache_read_tokens"),
+            written=Sum(F("cache_write_5m_tokens") + F("cache_write_1h_tokens")),
+        )
+        .order_by()
+    )
+    rates = [CacheHitRate(r["model_id"], r["read"] or 0, r["written"] or 0) for r in rows]
+    return sorted(rates, key=lambda r: (-r.cacheable_tokens, r.model_id))
+
+
 # --- Request log --------------------------------------------------------------------------------
 
 

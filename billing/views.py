@@ -105,8 +105,16 @@ def home(request: HttpRequest, membership: Membership) -> HttpResponse:
 @org_view()
 def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
     form = UsageFilterForm(request.GET or None)
-    report = sel.usage_report(membership.org, form.chosen_period(), form.chosen_split())
-    context = page(request, membership, form=form, report=report, periods=PERIODS)
+    period = form.chosen_period()
+    report = sel.usage_report(membership.org, period, form.chosen_split())
+    context = page(
+        request,
+        membership,
+        form=form,
+        report=report,
+        cache_rates=sel.cache_hit_rates(membership.org, period),
+        periods=PERIODS,
+    )
     return render(request, "dashboard/usage.html", context)
 
 

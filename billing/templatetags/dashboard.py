@@ -69,6 +69,14 @@ def compact(number: float) -> str:
 
 
 @register.filter
+def percent(ratio: Decimal | None) -> str:
+    """0.8512 → "85.1 %" (half up); None → "—"."""
+    if ratio is None:
+        return "—"
+    return f"{(ratio * 100).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)} %"
+
+
+@register.filter
 def tokens(number: int | None) -> str:
     return "—" if number is None else compact(number)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from decimal import Decimal
 
 from django.urls import reverse
 from django.utils import timezone
@@ -145,3 +147,50 @@ def test_usd_format() -> None:
     assert format_usd(-6_000_000) == "−$0.006"
     assert format_usd(5_000_000_000, sign=True) == "+$5.00"
     assert format_usd(None) == "—"
+
+
+def test_cache_hit_rate_per_model_is_exact_and_per_org(world: World) -> None:
+    """Hit rate = cache reads ÷ (reads + 5m and 1h writes), per model, only the org's own."""
+    a, b = world.a, world.b
+    # Acme, sonnet: the fixture's 1,000,000 reads, plus 1,000,000 reads and 600,000 + 400,000
+    # writes here: 2,000,000 ÷ 3,000,000 = 66.7 %.
+    make_usage(a.org, a.key, "req_acme_c1", cache_read_tokens=1_000_000,
+               cache_write_5m_tokens=600_000, cache_write_1h_tokens=400_000)  # fmt: skip
+    # Acme, opus: 1 read of 8 cacheable = 12.5 %; haiku: no breakpoints at all.
+    make_usage(a.org, a.key, "req_acme_c2", model_id="anthropic/claude-opus-5-5",
+               cache_read_tokens=1, cache_write_5m_tokens=7)  # fmt: skip
+    make_usage(a.org, a.key, "req_acme_c3", model_id="anthropic/claude-haiku-4-5")
+    # Globex, opus: 3 of 4 = 75.0 % -- must not show up on Acme's page, nor Acme's on Globex's.
+    make_usage(b.org, b.key, "req_globex_c1", model_id="anthropic/claude-opus-5-5",
+               cache_read_tokens=3, cache_write_1h_tokens=1)  # fmt: skip
+    # Outside a 7-day period: counted for 90 days only.
+    make_usage(a.org, a.key, "req_acme_old_c", cache_write_5m_tokens=1_000_000,
+               created_at=timezone.now() - timedelta(days=40))  # fmt: skip
+
+    rates = sel.cache_hit_rates(a.org, sel.Period.last_days(7))
+    assert [(r.model_id, r.cache_read_tokens, r.cache_write_tokens) for r in rates] == [
+        ("anthropic/claude-sonnet-5-5", 2_000_000, 1_000_000),
+        ("anthropic/claude-opus-5-5", 1, 7),
+        ("anthropic/claude-haiku-4-5", 0, 0),
+    ]
+    assert [r.rate for r in rates] == [Decimal(2) / 3, Decimal("0.125"), None]
+    longer = sel.cache_hit_rates(a.org, sel.Period.last_days(90))
+    assert longer[0].rate == Decimal("0.5")  # 2M of 4M with the old record's writes
+    globex = sel.cache_hit_rates(b.org, sel.Period.last_days(7))
+    assert [(r.model_id, r.rate) for r in globex] == [
+        ("anthropic/claude-sonnet-5-5", Decimal(1)),  # the fixture's reads-only record
+        ("anthropic/claude-opus-5-5", Decimal("0.75")),
+    ]
+
+    acme_html = _html(world.client(a.owner).get(reverse("dashboard:usage") + "?days=7"))
+    table = acme_html.split('id="cache-hit-rates"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r'data-testid="cache-hit-rate">([^<]*)<', table)
+    assert cells == ["66.7 %", "12.5 %", "—"]
+    assert "75.0 %" not in table
+    globex_html = _html(world.client(b.owner).get(reverse("dashboard:usage") + "?days=7"))
+    globex_table = globex_html.split('id="cache-hit-rates"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'data-testid="cache-hit-rate">([^<]*)<', globex_table) == [
+        "100.0 %",
+        "75.0 %",
+    ]
+    assert "66.7 %" not in globex_table and "12.5 %" not in globex_table
