@@ -9,8 +9,11 @@ Phases (each bounded in requests and seconds):
    `/openai/v1/responses` (store: false);
 3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
    streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
-   100k-token requests.
-Writes `report.md` and `results.json` to --out and prints the markdown.
+   100k-token requests;
+4. the prompt-cache benchmark (`python -m bench.cache`, its own gateways and simulators), after
+   the others, into the same directory.
+Writes `report.md` and `results.json` (and `cache.md`, `cache.json`) to --out and prints the
+markdown.
 
 CPU placement (default `--pin`, needs 2 CPUs): the server under test (the gateway, or the upstream
 when measured alone) gets CPU 0 to itself; the load generator and the upstream share CPU 1.
@@ -485,6 +488,18 @@ class Runner:
         return working
 
 
+def run_cache_bench(args: argparse.Namespace) -> bool:
+    """bench.cache as a child process (it starts its own gateways and simulators), same shape."""
+    cmd = [sys.executable, "-m", "bench.cache", "--db", args.db, "--out", args.out]
+    if args.quick:
+        cmd.append("--quick")
+    if args.redis is not None:
+        cmd.append("--redis" if args.redis else "--no-redis")
+    cmd.append("--pin" if args.pin else "--no-pin")
+    done = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, check=False)
+    return done.returncode == 0
+
+
 def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
     cpu = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -539,6 +554,11 @@ async def run(args: argparse.Namespace) -> int:
                 status = 2
     finally:
         procs.close()
+    if "cache" in args.phases and "gateway" in args.targets:
+        runner.log("prompt-cache benchmark (python -m bench.cache)")
+        if not run_cache_bench(args):
+            runner.notes.append("the prompt-cache benchmark failed: see its output above")
+            status = status or 2
     meta = machine_notes(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -576,8 +596,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--phases",
-        default="matrix,events,memory,open",
-        help="comma list of matrix, events, memory, open (default: all)",
+        default="matrix,events,memory,open,cache",
+        help="comma list of matrix, events, memory, open, cache (default: all)",
     )
     parser.add_argument(
         "--memory-requests",
@@ -601,7 +621,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad := set(args.targets) - {"upstream", "gateway"}:
         parser.error(f"unknown targets: {', '.join(sorted(bad))}")
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
-    if bad := args.phases - {"matrix", "events", "memory", "open"}:
+    if bad := args.phases - {"matrix", "events", "memory", "open", "cache"}:
         parser.error(f"unknown phases: {', '.join(sorted(bad))}")
     if args.pin is None:
         args.pin = len(os.sched_getaffinity(0)) >= 2

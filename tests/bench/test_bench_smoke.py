@@ -157,7 +157,7 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
-    markdown, results = _run_quick(tmp_path, timeout=240)
+    markdown, results = _run_quick(tmp_path, timeout=420)
     keys = _matrix_keys(results, "gateway")
     assert {k[0] for k in keys} == {"messages", "openai", "responses"}
     assert len(keys) == 3 * len(_matrix_keys(results, "upstream"))
@@ -168,3 +168,9 @@ def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     assert any(r["section"] == "open" and r["target"] == "gateway" for r in results["rows"])
     failed = [r for r in results["rows"] if r.get("errors")]
     assert not failed, failed[0]
+    # The prompt-cache benchmark ran too, into the same directory, every policy and scenario.
+    cache = orjson.loads((tmp_path / "out" / "cache.json").read_bytes())
+    assert len(cache["runs"]) == 12
+    assert all(r["errors"] == 0 and r["bill_matches"] for r in cache["runs"])
+    cache_md = (tmp_path / "out" / "cache.md").read_text()
+    assert "## Base workload" in cache_md and "## Churn" in cache_md and "## Targets" in cache_md
