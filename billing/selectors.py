@@ -32,10 +32,11 @@ SUMMARY_FIELDS = (
 
 
 def usd_string(nano: int) -> str:
-    """Amounts are printed with all 9 decimals (exact, fixed width, one format everywhere).
+    """Nano-USD as the shortest exact plain decimal: 15500000000 -> "15.5", 0 -> "0".
 
-    Nano-USD as an exact USD decimal string with 9 decimals: 15500000000 -> "15.500000000"."""
-    return money.usd_from_nano(nano, 9)
+    The CLI and the management API print money the same way as /api/models (issue 12: plain
+    decimals, always); exact to the nano-dollar, never exponent notation."""
+    return money.usd_from_nano(nano)
 
 
 def org_balance_nano(org: Organization) -> int:

@@ -1,7 +1,8 @@
 """Serializers for the management API, and the field types every part of it shares.
 
-Money: out as decimal strings in USD with exactly 9 decimals (nano-USD precision, never a
-float); in as a decimal (string or number) with at most 9 decimals, turned into nano-USD.
+Money: out as USD decimal strings in their shortest exact form ("12.5", "0.000000001": nano-USD
+precision, never a float, never exponent notation); in as a decimal (string or number) with at
+most 9 decimals, turned into nano-USD.
 Dates in query strings: ISO 8601 date or datetime, UTC unless an offset is given.
 """
 
@@ -29,14 +30,17 @@ MAX_RPM = 2_147_483_647  # PositiveIntegerField's ceiling on every database
 USD_SCHEMA = {
     "type": "string",
     "format": "decimal",
-    "pattern": r"^-?\d+\.\d{9}$",
-    "example": "12.500000000",
-    "description": "USD as a decimal string with 9 decimals (nano-USD precision).",
+    "pattern": r"^-?\d+(\.\d{1,9})?$",
+    "example": "12.5",
+    "description": (
+        'USD as the shortest exact plain decimal string ("10", "0.125", "0.000000001"):'
+        " nano-USD precision, never exponent notation."
+    ),
 }
 
 
 def format_usd(nano: int) -> str:
-    return money.usd_from_nano(nano, USD_DECIMALS)
+    return money.usd_from_nano(nano)
 
 
 @extend_schema_field(USD_SCHEMA)

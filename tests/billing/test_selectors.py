@@ -117,12 +117,13 @@ def test_org_balance_reads_the_committed_value_not_the_instance() -> None:
 @pytest.mark.parametrize(
     ("nano", "text"),
     [
-        (15_500_000_000, "15.500000000"),
-        (0, "0.000000000"),
+        (15_500_000_000, "15.5"),
+        (0, "0"),
         (1, "0.000000001"),
-        (-500_000_000, "-0.500000000"),
+        (-500_000_000, "-0.5"),
+        (10_000_000_000, "10"),
         (123_456_789_012_345_678, "123456789.012345678"),
     ],
 )
-def test_usd_string_is_exact_with_nine_decimals(nano: int, text: str) -> None:
+def test_usd_string_is_the_shortest_exact_plain_decimal(nano: int, text: str) -> None:
     assert usd_string(nano) == text

@@ -9,7 +9,7 @@ from ezat.cli import get_org
 class Command(BaseCommand):
     help = (
         "Print an organization's prepaid balance in USD. The last line is always the balance "
-        "alone, with 9 decimals (e.g. 15.500000000; negative when overdrawn); -v 2 adds details "
+        "alone, as an exact plain decimal (e.g. 15.5; negative when overdrawn); -v 2 adds details "
         "above it."
     )
 

@@ -31,7 +31,8 @@ def parse_when(value: str, *, option: str, end_of_day: bool) -> datetime:
 class Command(BaseCommand):
     help = (
         "An organization's usage totals, by record time: --since inclusive, --until exclusive "
-        "(a bare --until date includes that whole day). Costs are USD with 9 decimals."
+        "(a bare --until date includes that whole day). Costs are USD as exact plain decimals "
+        "(at most 9 decimals)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
