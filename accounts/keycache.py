@@ -3,7 +3,8 @@
 Entries live EZAT_KEY_CACHE_TTL seconds, so a revocation (or a limit change) reaches every process
 within that time, and a busy key costs one small query per TTL per process, not one per request.
 Unknown-but-well-formed keys are cached as misses too, so a client hammering with a deleted key
-cannot hammer the database.
+cannot hammer the database. A lookup the database cannot answer raises KeyLookupUnavailable
+(the gateway answers 503 with `x-should-retry: true`); an entry still within its TTL serves.
 """
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
+from prometheus_client import Counter
 
 from accounts import keys
 
+LOOKUP_FAILURES = Counter(
+    "ezat_key_lookup_failures_total", "Key lookups the database could not answer (503 sent)"
+)
+
 MAX_ENTRIES = 50_000
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class KeyLookupUnavailable(Exception):
+    """The database could not answer a key lookup (not cached, or its entry expired)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +79,13 @@ class KeyCache:
         hit = self._entries.get(key_hash)
         if hit is not None and hit[0] > now:
             return hit[1]
-        info = await sync_to_async(_fetch, thread_sensitive=False)(key_hash)
+        try:
+            info = await sync_to_async(_fetch, thread_sensitive=False)(key_hash)
+        except DatabaseError as exc:
+            # A cached key kept serving until its TTL; past it, the key cannot be checked, and
+            # neither a 401 (the key may be good) nor a 500 (not a bug) is the truth: a 503.
+            LOOKUP_FAILURES.inc()
+            raise KeyLookupUnavailable(str(exc)) from exc
         self._entries[key_hash] = (now + settings.EZAT_KEY_CACHE_TTL, info)
         self._entries.move_to_end(key_hash)
         while len(self._entries) > MAX_ENTRIES:

@@ -3,13 +3,16 @@
 The cost is computed here, once, from the price version the request was admitted with, at the
 tier its actual prompt falls in, and stored with that tier's prices and the version's id, so a
 later price change never rewrites history. The gateway awaits this before it
-sends `[DONE]` / `message_stop`: a client that saw the end of a stream has been recorded.
+sends `[DONE]` / `message_stop`: a client that saw the end of a stream has been recorded, in the
+database or, when the database cannot take it, in the durable local spool (billing/spool.py),
+which the retry loop replays into the database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 from prometheus_client import Counter
@@ -94,24 +98,46 @@ def _fields(data: UsageData, cost: int) -> dict[str, Any]:
     }
 
 
-def _insert_one(fields: dict[str, Any]) -> None:
+def _already_stored(fields: dict[str, Any]) -> bool:
+    """Whether this very request (same org, same start) is stored, under its id or a suffixed
+    one: the test that makes a retry, a replay or a sweep of the same record a no-op."""
+    from django.db.models import Q
+
+    from billing.models import UsageRecord
+
+    rid = fields["request_id"]
+    return UsageRecord.objects.filter(
+        Q(request_id=rid) | Q(request_id__startswith=f"{rid}~"),
+        org_id=fields["org_id"],
+        started_at=fields["started_at"],
+    ).exists()
+
+
+def insert_idempotent(fields: dict[str, Any]) -> bool:
+    """Insert one record unless this request is already stored; True if it was inserted.
+
+    Idempotent by request id (with its org and start time): a retry, a spool replay or a
+    sweeper's estimate of a request that was recorded stores nothing. A caller reusing its own
+    x-request-id gets its other request stored under a suffixed id, as on the hot path.
+    """
     from billing.models import UsageRecord
 
     try:
         with transaction.atomic():
             UsageRecord.objects.create(**fields)
+        return True
     except IntegrityError:
-        existing = UsageRecord.objects.filter(request_id=fields["request_id"]).first()
-        if existing is not None and (existing.org_id, existing.started_at) == (
-            fields["org_id"],
-            fields["started_at"],
-        ):
-            return  # our own row, committed by an attempt whose answer was lost: not twice
+        if _already_stored(fields):
+            return False  # our own row, committed by an attempt whose answer was lost: not twice
         # A caller reusing its own x-request-id: both requests really ran, so both are billed;
         # the second is stored under a suffixed id rather than lost.
         DUPLICATE_REQUEST_IDS.inc()
         fields["request_id"] = f"{fields['request_id']}~{uuid.uuid4().hex[:8]}"
         UsageRecord.objects.create(**fields)
+        return True
+
+
+_insert_one = insert_idempotent
 
 
 # Columns written by the hot path, in order; the rest of the table keeps its defaults.
@@ -182,6 +208,10 @@ def _close_thread_connection() -> None:
     connection.close()  # resolved in the calling thread: Django connections are per thread
 
 
+class DatabaseUnavailable(Exception):
+    """The writer skipped the database, which failed moments ago (the batch was spooled)."""
+
+
 class UsageWriter:
     """Group commit: records that arrive while a write is in flight go together in the next one.
 
@@ -197,6 +227,8 @@ class UsageWriter:
         self._max_batch = max_batch
         self._executor: ThreadPoolExecutor | None = None
         self._pg: AsyncPgInserter | None = None
+        # After a failed write, batches go straight to the spool until then (monotonic).
+        self._db_down_until = 0.0
         self.batch_sizes: list[int] = []  # the last few, for tests and debugging
 
     async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
@@ -232,17 +264,47 @@ class UsageWriter:
         while self._pending:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
-            try:
-                await self._write_batch([f for f, _ in batch])
-            except Exception as exc:  # handed to every waiting request, which reports it
-                logger.exception("usage batch insert failed", extra={"records": len(batch)})
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
+            records = [f for f, _ in batch]
+            error: BaseException | None = None
+            if time.monotonic() < self._db_down_until:
+                error = DatabaseUnavailable("the database failed moments ago")
+            else:
+                try:
+                    await self._write_batch(records)
+                except Exception as exc:  # noqa: BLE001 - logged in _spool; the spool keeps them
+                    error = exc
+            if error is not None:
+                error = await self._spool(records, error)
             for _, future in batch:
-                if not future.done():
+                if future.done():
+                    continue
+                if error is None:
                     future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+    async def _spool(
+        self, records: list[dict[str, Any]], error: BaseException
+    ) -> BaseException | None:
+        """The database did not take the batch: the spool does (durably, fsynced), so the
+        answers still go out and are billed when the replay gets through. Returns the error
+        to hand to the waiting requests: None once the spool has them."""
+        from billing.spool import SpoolError, spool
+
+        if not isinstance(error, DatabaseUnavailable):
+            logger.warning(
+                "usage batch insert failed; spooling",
+                extra={"records": len(records)},
+                exc_info=error,
+            )
+            # Straight to the spool for a moment: a dead database is not asked once per batch.
+            self._db_down_until = time.monotonic() + settings.EZAT_USAGE_SPOOL_BYPASS_SECONDS
+        try:
+            await spool.append(records)
+        except SpoolError as exc:
+            logger.exception("usage spool failed too", extra={"records": len(records)})
+            return exc
+        return None
 
     def close(self) -> None:
         """Close the writer's DB connections and stop its thread (tests, shutdown)."""

@@ -241,6 +241,20 @@ EZAT_SERVE_STATIC = env.bool("EZAT_SERVE_STATIC", default=DEBUG)
 # crash (not a gateway crash) in that window loses those records (requests go unbilled, never
 # billed twice), for ~0.2–0.3 ms less latency per request.
 EZAT_USAGE_SYNCHRONOUS_COMMIT = env.bool("EZAT_USAGE_SYNCHRONOUS_COMMIT", default=True)
+# Durable usage (billing/spool.py, gateway/checkpoints.py). A usage record the database will not
+# take goes to an fsynced append-only file per process in this directory (a persistent volume in a
+# container deployment), replayed at start and every EZAT_USAGE_SPOOL_RETRY_SECONDS. After a
+# failed write, records go straight to the spool for EZAT_USAGE_SPOOL_BYPASS_SECONDS.
+EZAT_USAGE_SPOOL_DIR = env.str("EZAT_USAGE_SPOOL_DIR", default=str(BASE_DIR / "var" / "spool"))
+EZAT_USAGE_SPOOL_RETRY_SECONDS = env.float("EZAT_USAGE_SPOOL_RETRY_SECONDS", default=5.0)
+EZAT_USAGE_SPOOL_BYPASS_SECONDS = env.float("EZAT_USAGE_SPOOL_BYPASS_SECONDS", default=1.0)
+# Open streams' checkpoints (output so far, the hold): written at most every
+# EZAT_CHECKPOINT_INTERVAL seconds, in Redis when REDIS_URL is set, else in files in
+# EZAT_CHECKPOINT_DIR. A process silent for EZAT_CHECKPOINT_STALE_SECONDS counts as dead: its
+# streams are billed as estimated usage by the sweeper.
+EZAT_CHECKPOINT_INTERVAL = env.float("EZAT_CHECKPOINT_INTERVAL", default=1.0)
+EZAT_CHECKPOINT_DIR = env.str("EZAT_CHECKPOINT_DIR", default=str(BASE_DIR / "var" / "checkpoints"))
+EZAT_CHECKPOINT_STALE_SECONDS = env.float("EZAT_CHECKPOINT_STALE_SECONDS", default=10.0)
 # Garbage collector of a serving process: objects alive at startup (Django, the apps, the catalog)
 # are frozen out of collections, and the youngest generation is collected every N allocations
 # instead of CPython's 700. 0 keeps CPython's defaults. See gateway/runtime.py.

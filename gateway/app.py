@@ -6,11 +6,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import DatabaseError as DjangoDatabaseError
 
 from ezat.logging import request_id_var
-from gateway.errors import GatewayError
+from gateway import durability
+from gateway.checkpoints import checkpoints
+from gateway.errors import GatewayError, database_unavailable
 from gateway.handlers import chat, messages, models, responses
 from gateway.handlers.common import ANTHROPIC, OPENAI, authenticate
 from gateway.http import ApiRequest, Receive, Scope, Send
@@ -19,6 +23,9 @@ from gateway.runtime import pin_mmap_threshold, tune_garbage_collector
 from gateway.upstream import client
 
 logger = logging.getLogger(__name__)
+
+# Django wraps the driver's errors; psycopg's own come from the async usage connection.
+DB_ERRORS = (DjangoDatabaseError, psycopg.Error)
 
 Handler = Callable[[ApiRequest, Send], Awaitable[int]]
 _LOOKUP_PREFIXES = (models.ANTHROPIC_PREFIX, models.OPENAI_PREFIX)
@@ -93,6 +100,15 @@ class GatewayApp:
             return
         try:
             await handler(request, send)
+        except DB_ERRORS:
+            # Whatever on the request's path read or wrote the database (a key lookup, a money
+            # seed, a stored response) and found it down: a 503 the SDKs retry, not a 500.
+            logger.warning("database unavailable on an API path", exc_info=True)
+            SIDE_EFFECT_FAILURES.labels("database_unavailable").inc()
+            try:
+                await fmt.send_error(send, request, database_unavailable("this request"))
+            except RuntimeError:
+                pass  # the response had already started; the connection is closed instead
         except Exception:
             # A 500 is a bug: log it with the request id; answer in the caller's format.
             logger.exception("unhandled error")
@@ -107,6 +123,7 @@ class GatewayApp:
 
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         background: asyncio.Task[None] | None = None
+        durable: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -115,10 +132,15 @@ class GatewayApp:
                 if settings.CELERY_TASK_ALWAYS_EAGER:
                     # Embedded default: no broker, no beat. The gateway reconciles itself.
                     background = asyncio.get_running_loop().create_task(_reconcile_forever())
+                # Spool replay and the sweep of dead processes' streams: now, then periodically.
+                durable = asyncio.get_running_loop().create_task(durability.run_forever())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if background is not None:
                     background.cancel()
+                if durable is not None:
+                    durable.cancel()
+                await checkpoints.aclose()
                 await client.close()
                 from billing.recorder import writer
 

@@ -68,6 +68,17 @@ class GatewayError(Exception):
         return self.status in (408, 429) or self.status >= 500
 
 
+def database_unavailable(what: str) -> GatewayError:
+    """A database failure on an inference path: not the caller's fault and not a bug, and
+    likely brief, so a 503 that both SDKs retry (they honour x-should-retry and retry-after)."""
+    return GatewayError(
+        503,
+        f"{what} cannot be done right now: the gateway's database is unavailable; retry shortly",
+        type_="api_error",
+        headers={"x-should-retry": "true", "retry-after": "1"},
+    )
+
+
 def invalid(message: str, param: str | None = None) -> GatewayError:
     return GatewayError(400, message, param=param)
 

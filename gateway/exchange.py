@@ -29,6 +29,7 @@ from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
 from gateway.chain import Candidate, Prepared
+from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError, from_upstream
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
@@ -389,6 +390,12 @@ class Exchange(ChainWalk):
         self.log(499)
         return 499
 
+    def checkpoint(self, tracker: UsageTracker) -> None:
+        """The stream is committed: its output is checkpointed (off the event path, at most once
+        a second) until it is recorded or settled, so a crash of this process cannot make it
+        free (gateway/checkpoints.py, gateway/durability.py)."""
+        checkpoints.open(self, tracker)
+
     # --- the end ----------------------------------------------------------------------------------
     async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
         """Write the usage record (awaited before the final event); settle() charges it."""
@@ -425,6 +432,7 @@ class Exchange(ChainWalk):
         # off the caller's latency. Safe for limits: until then the hold (a worst case, never
         # below the cost) still counts against the cap and the balance.
         self._recorded_cost = cost
+        checkpoints.close(self)  # recorded (in the database or the spool): nothing to recover
         _publish_live(data, cost, self.key.prefix)
         return cost
 
@@ -452,6 +460,7 @@ class Exchange(ChainWalk):
         if self._settled:
             return
         self._settled = True
+        checkpoints.close(self)
         self._end_busy()
         cost = self._recorded_cost
         if not (self.hold_nano or cost):

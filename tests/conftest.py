@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,12 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.REDIS_URL = url
         settings.CELERY_BROKER_URL = url
         settings.CHANNEL_LAYERS["default"]["CONFIG"] = {"hosts": [url]}
+    # The usage spool and checkpoint files of this session (and every gateway it starts) stay
+    # in a directory of its own, never in the checkout's var/ (billing/spool.py).
+    durable = tempfile.mkdtemp(prefix="ezat-test-durable-")
+    for name, sub in (("EZAT_USAGE_SPOOL_DIR", "spool"), ("EZAT_CHECKPOINT_DIR", "checkpoints")):
+        os.environ[name] = os.path.join(durable, sub)
+        setattr(settings, name, os.environ[name])
     default_db = settings.DATABASES["default"]
     if default_db["ENGINE"].endswith("postgresql"):
         default_db.setdefault("TEST", {})["NAME"] = services.isolated_db_name(

@@ -289,6 +289,7 @@ async def _pump(
 ) -> int:
     """Translate events after the commit point; `[DONE]` only after the usage is recorded."""
     tracker = UsageTracker()
+    exchange.checkpoint(tracker)
     disconnected = request.watch_disconnect()
     batches = exchange.event_batches(opened, writer, ChatStreamTranslator.PING, disconnected)
     try:

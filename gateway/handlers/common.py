@@ -11,14 +11,20 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from accounts.keycache import KeyInfo
+from accounts.keycache import KeyInfo, KeyLookupUnavailable
 from accounts.keycache import cache as key_cache
 from catalog.chains import is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 from catalog.snapshot import holder as catalog
 from gateway import chain, limits
 from gateway.chain import Candidate, ModelChain
-from gateway.errors import GatewayError, anthropic_body, openai_body, openai_status
+from gateway.errors import (
+    GatewayError,
+    anthropic_body,
+    database_unavailable,
+    openai_body,
+    openai_status,
+)
 from gateway.exchange import HIGH_EFFORTS, Exchange
 from gateway.http import (
     JSON_CT,
@@ -96,7 +102,10 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
             "missing API key: send it as `x-api-key` or `Authorization: Bearer`",
             type_="authentication_error",
         )
-    info = await key_cache.lookup(secret)
+    try:
+        info = await key_cache.lookup(secret)
+    except KeyLookupUnavailable:
+        raise database_unavailable("the API key check") from None
     if info is None:
         raise GatewayError(
             401, "invalid API key", type_="authentication_error", code="invalid_api_key"

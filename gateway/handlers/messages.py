@@ -252,6 +252,7 @@ async def pump_anthropic(
 ) -> int:
     """Pass events through after the commit point; record usage before `message_stop`."""
     tracker = UsageTracker()
+    exchange.checkpoint(tracker)
     batches = exchange.event_batches(opened, writer, PING_EVENT, disconnected)
     try:
         async with aclosing(batches):

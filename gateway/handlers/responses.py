@@ -375,6 +375,7 @@ async def _pump(
     """Translate events after the commit point; the final event only after the usage record
     (and the stored copy) are written."""
     tracker = UsageTracker()
+    exchange.checkpoint(tracker)
     disconnected = request.watch_disconnect()
     ping = ResponsesStreamTranslator.PING
     batches = exchange.event_batches(opened, writer, ping, disconnected)

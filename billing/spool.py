@@ -1,0 +1,290 @@
+"""The durable local spool for usage records the database would not take.
+
+Why a local file and not a Redis stream: the spool exists for the moment a store is down, and
+the embedded default has no Redis at all; a Redis stream would also put a second networked store
+(that can be down, or evicting, or running without AOF fsync) between an answered request and
+its bill. A file on the gateway's own disk is there whenever the process is, and `fsync` is a
+guarantee the process can check for itself. The cost is that a spool is replayed by a process on
+the same host: a replacement process starts on the same volume (`EZAT_USAGE_SPOOL_DIR`, a
+persistent volume in a container deployment).
+
+The shape:
+
+- One append-only file per process (`usage-<host>-<pid>-<token>.jsonl`), opened only on the
+  first failure: the hot path never touches the disk. The writer holds an exclusive `flock` on
+  it for as long as it is open, which is how any other process tells a live file from one whose
+  writer is gone (a crash releases the lock).
+- Group fsync: records appended while an fsync is in flight go in the next write and share its
+  fsync; every caller awaits its own record's fsync, so an answer that went out has its bill on
+  disk.
+- Each line is `<crc32 hex> <json>\\n`. A crash mid-write leaves a torn last line: its checksum
+  (or newline) is missing, so it is skipped and counted (`ezat_usage_spool_torn_lines_total`).
+  Its request was never answered (the caller was still awaiting the fsync), so nothing billable
+  is lost.
+- Replay (at start and by the retry loop, gateway/durability.py): every file whose lock can be
+  taken is inserted record by record through `billing.recorder.insert_idempotent` and deleted.
+  Idempotent by request id (with the same org and start time): a record replayed twice, or one
+  whose first INSERT committed but whose answer was lost, is stored once. A caller that reused
+  its own x-request-id still gets its second request stored under a suffixed id.
+- A record the database refuses for a reason other than being unreachable (a bug, bad data) goes
+  to `rejected-*.jsonl` beside the spool and is counted, instead of blocking the replay forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import socket
+import uuid
+import zlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from prometheus_client import Counter, Gauge
+
+logger = logging.getLogger(__name__)
+
+SPOOLED = Counter("ezat_usage_spooled_total", "Usage records written to the local spool")
+SPOOL_FSYNCS = Counter("ezat_usage_spool_fsyncs_total", "fsyncs of the usage spool (one a batch)")
+REPLAYED = Counter(
+    "ezat_usage_spool_replayed_total", "Spooled usage records replayed into the database"
+)
+TORN_LINES = Counter(
+    "ezat_usage_spool_torn_lines_total",
+    "Spool lines skipped at replay because they were torn (a crash mid-write) or corrupt",
+)
+REJECTED = Counter(
+    "ezat_usage_spool_rejected_total",
+    "Spooled records the database refused (not for being down); kept in rejected-*.jsonl",
+)
+PENDING_FILES = Gauge("ezat_usage_spool_files", "Spool files seen at the last replay")
+
+PREFIX = "usage-"
+SUFFIX = ".jsonl"
+
+
+class SpoolError(Exception):
+    """The spool could not make a record durable (disk full, directory not writable)."""
+
+
+def spool_dir() -> Path:
+    return Path(settings.EZAT_USAGE_SPOOL_DIR)
+
+
+# --- encoding ---------------------------------------------------------------------------------
+def encode(fields: dict[str, Any]) -> bytes:
+    """One spool line: checksum, space, JSON (datetimes as RFC 3339 with microseconds), newline."""
+    payload = orjson.dumps(fields)
+    return b"%08x %s\n" % (zlib.crc32(payload), payload)
+
+
+def decode(line: bytes) -> dict[str, Any] | None:
+    """The record of one complete line, or None when it is torn or corrupt."""
+    if not line.endswith(b"\n") or len(line) < 10 or line[8:9] != b" ":
+        return None
+    payload = line[9:-1]
+    try:
+        if int(line[:8], 16) != zlib.crc32(payload):
+            return None
+        fields = orjson.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or "request_id" not in fields:
+        return None
+    fields["started_at"] = datetime.fromisoformat(fields["started_at"])
+    return fields
+
+
+def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """(the records of the file's complete lines, how many lines were torn or corrupt)."""
+    records: list[dict[str, Any]] = []
+    torn = 0
+    with path.open("rb") as f:
+        for line in f:
+            fields = decode(line)
+            if fields is None:
+                torn += 1
+            else:
+                records.append(fields)
+    return records, torn
+
+
+# --- the writer side --------------------------------------------------------------------------
+class UsageSpool:
+    """The process's spool file, written in fsynced batches from the event loop."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self._directory = directory
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.fsyncs = 0  # for tests: batching is visible as fewer fsyncs than records
+        self.appended = 0
+
+    @property
+    def directory(self) -> Path:
+        return self._directory or spool_dir()
+
+    @property
+    def current(self) -> Path | None:
+        """The file this process appends to now (None until the first failure or a rotation)."""
+        return self._path
+
+    async def append(self, records: list[dict[str, Any]]) -> None:
+        """Returns once every record is on disk (fsynced); raises SpoolError otherwise."""
+        loop = asyncio.get_running_loop()
+        futures = []
+        for fields in records:
+            future: asyncio.Future[None] = loop.create_future()
+            self._pending.append((encode(fields), future))
+            futures.append(future)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush())
+        await asyncio.shield(asyncio.gather(*futures))
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await loop.run_in_executor(None, self._write, b"".join(line for line, _ in batch))
+            except OSError as exc:
+                logger.exception("usage spool write failed", extra={"records": len(batch)})
+                error = SpoolError(f"usage spool write failed: {exc}")
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            SPOOLED.inc(len(batch))
+            self.appended += len(batch)
+            for _, future in batch:
+                if not future.done():
+                    future.set_result(None)
+
+    def _write(self, data: bytes) -> None:
+        fd = self._open()
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+        self.fsyncs += 1
+        SPOOL_FSYNCS.inc()
+
+    def _open(self) -> int:
+        if self._fd is None:
+            directory = self.directory
+            directory.mkdir(parents=True, exist_ok=True)
+            name = f"{PREFIX}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+            path = directory / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else can hold it
+            _fsync_dir(directory)  # the file's name survives a crash too
+            self._fd, self._path = fd, path
+        return self._fd
+
+    async def rotate(self) -> Path | None:
+        """Close the current file (releasing its lock) so a replay can take it; the next
+        failure opens a new one. Waits for a flush in flight. Returns the closed file."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        return self.close()
+
+    def close(self) -> Path | None:
+        fd, path = self._fd, self._path
+        self._fd = self._path = None
+        if fd is not None:
+            os.close(fd)  # releases the flock
+        return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- the replay side (synchronous: runs on a worker thread with the ORM) ----------------------
+@dataclass(slots=True)
+class ReplayResult:
+    files: int = 0
+    replayed: int = 0
+    torn: int = 0
+    rejected: int = 0
+    busy: int = 0  # files still held by a live writer
+
+
+def replay(directory: Path | None = None) -> ReplayResult:
+    """Insert every record of every spool file no live process holds, then delete the file.
+
+    Raises the database's OperationalError/InterfaceError when it is still unreachable: the
+    file stays, and the next round takes it up again (records already inserted are found by
+    the idempotent insert, never doubled).
+    """
+    from django.db import DatabaseError, InterfaceError, OperationalError
+
+    from billing.recorder import insert_idempotent
+
+    directory = directory or spool_dir()
+    result = ReplayResult()
+    if not directory.is_dir():
+        PENDING_FILES.set(0)
+        return result
+    paths = sorted(directory.glob(f"{PREFIX}*{SUFFIX}"))
+    PENDING_FILES.set(len(paths))
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # replayed by another process just now
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                result.busy += 1  # its writer is alive and may still append
+                continue
+            if os.fstat(fd).st_nlink == 0:
+                continue  # another replayer finished it between our open and our lock
+            records, torn = read_records(path)
+            if torn:
+                TORN_LINES.inc(torn)
+                logger.warning("usage spool: torn lines skipped", extra={"file": path.name})
+            for fields in records:
+                try:
+                    insert_idempotent(dict(fields))
+                except (OperationalError, InterfaceError):
+                    raise
+                except DatabaseError:
+                    logger.exception("usage spool: record refused", extra={"file": path.name})
+                    _reject(directory, fields)
+                    result.rejected += 1
+                    REJECTED.inc()
+                    continue
+                result.replayed += 1
+                REPLAYED.inc()
+            result.torn += torn
+            result.files += 1
+            path.unlink()
+        finally:
+            os.close(fd)
+    return result
+
+
+def _reject(directory: Path, fields: dict[str, Any]) -> None:
+    path = directory / f"rejected-{socket.gethostname()}-{os.getpid()}{SUFFIX}"
+    with path.open("ab") as f:
+        f.write(encode(fields))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+spool = UsageSpool()
