@@ -268,6 +268,8 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
             503,
             "spend limits cannot be checked right now (limits store unreachable); retry later",
             type_="api_error",
+            # Brief by nature (the store or the database is coming back): the SDKs may retry.
+            headers={"x-should-retry": "true", "retry-after": "1"},
         ),
         None,
     )
