@@ -217,8 +217,8 @@ class StreamReader(threading.Thread):
                     if chunk.choices and chunk.choices[0].delta.content:
                         self.chars += len(chunk.choices[0].delta.content)
                         self.deltas += 1
-        except (anthropic.APIError, openai.APIError, httpx.HTTPError) as exc:
-            self.error = exc  # the gateway died under the stream: expected
+        except Exception as exc:  # noqa: BLE001 - any transport error: the gateway died under it
+            self.error = exc
 
 
 def test_gateway_sigkilled_with_open_streams_bills_delivered_output_once_estimated(
