@@ -52,7 +52,7 @@ LOST_OUTCOME = "gateway_lost"
 
 def usage_from_checkpoint(entry: dict[str, Any]) -> UsageData:
     started_at = datetime.fromisoformat(entry["started_at"])
-    latency_ms = max(0, int((float(entry["updated_at"]) - started_at.timestamp()) * 1000))
+    latency_ms = max(0, round((float(entry["updated_at"]) - started_at.timestamp()) * 1000))
     return UsageData(
         request_id=entry["request_id"],
         org_id=int(entry["org_id"]),

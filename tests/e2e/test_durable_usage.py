@@ -217,7 +217,7 @@ class StreamReader(threading.Thread):
                     if chunk.choices and chunk.choices[0].delta.content:
                         self.chars += len(chunk.choices[0].delta.content)
                         self.deltas += 1
-        except Exception as exc:  # noqa: BLE001 - any transport error: the gateway died under it
+        except Exception as exc:
             self.error = exc
 
 

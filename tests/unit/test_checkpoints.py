@@ -1,0 +1,131 @@
+"""Stream checkpoints and key lookups when the database fails (issue 13, item 2): the parts that
+need no running gateway. The crash itself is tested end to end (tests/e2e/test_durable_usage.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+import pytest
+from django.db import OperationalError
+
+from accounts import keycache, keys
+from billing.pricing import Prices, PriceSchedule, PriceTier, TokenCounts
+from gateway.checkpoints import FileStore, schedule_from_json, schedule_to_json
+from gateway.durability import LOST_OUTCOME, usage_from_checkpoint
+
+LOW = Prices.from_decimals(Decimal(3), Decimal(15), Decimal("0.3"), Decimal("3.75"), Decimal(6))
+HIGH = Prices.from_decimals(
+    Decimal(6), Decimal("22.5"), Decimal("0.6"), Decimal("7.5"), Decimal(12)
+)
+
+
+def entry(request_id: str = "req-1") -> dict[str, object]:
+    schedule = PriceSchedule(version=7, tiers=(PriceTier(200_000, LOW), PriceTier(None, HIGH)))
+    return {
+        "request_id": request_id,
+        "limits_id": f"{request_id}~abc",
+        "org_id": 3,
+        "key_id": 5,
+        "key_prefix": "ezat_sk_ab",
+        "api": "chat",
+        "stream": True,
+        "model_id": "anthropic/claude-sonnet-5-5",
+        "model_name": "sonnet",
+        "requested_model": "anthropic/claude-sonnet-5-5",
+        "deployment": "sim-a",
+        "started_at": datetime(2026, 12, 1, 12, 0, 0, 123456, tzinfo=UTC).isoformat(),
+        "hold_nano": 9_000_000,
+        "slot": 11,
+        "pricing": schedule_to_json(schedule),
+        "tokens": {
+            "input": 100,
+            "output": 40,
+            "cache_read": 0,
+            "cache_write_5m": 0,
+            "cache_write_1h": 0,
+            "reasoning": 0,
+        },
+        "attempts": [{"model": "anthropic/claude-sonnet-5-5", "outcome": "ok"}],
+        "ttft_ms": 80,
+        "updated_at": datetime(2026, 12, 1, 12, 0, 3, tzinfo=UTC).timestamp(),
+    }
+
+
+def test_price_schedule_survives_the_checkpoint_round_trip() -> None:
+    schedule = PriceSchedule(version=7, tiers=(PriceTier(200_000, LOW), PriceTier(None, HIGH)))
+    assert schedule_from_json(orjson.loads(orjson.dumps(schedule_to_json(schedule)))) == schedule
+
+
+def test_a_checkpoint_becomes_estimated_usage_at_the_admitted_prices() -> None:
+    data = usage_from_checkpoint(orjson.loads(orjson.dumps(entry())))
+    assert data.output_exact is False
+    assert data.attempts[-1]["outcome"] == LOST_OUTCOME
+    assert data.started_at == datetime(2026, 12, 1, 12, 0, 0, 123456, tzinfo=UTC)  # identity
+    assert data.tokens == TokenCounts(input=100, output=40)
+    assert data.pricing.version == 7 and data.latency_ms == 2877
+    assert data.cost_nano == 100 * 3_000 + 40 * 15_000  # the first tier: the prompt is small
+
+
+def test_file_checkpoints_of_a_live_process_are_not_swept_until_it_dies(tmp_path: Path) -> None:
+    live, sweeper = FileStore(tmp_path), FileStore(tmp_path)
+
+    async def scenario() -> None:
+        await live.write({"req-1~abc": orjson.dumps(entry())})
+        assert await sweeper.dead() == []  # its lock is held: alive
+        fd, live._lock_fd = live._lock_fd, None
+        assert fd is not None
+        os.close(fd)  # what a SIGKILL does to the lock
+        [(process, entries)] = await sweeper.dead()
+        assert process == live.process and entries[0]["request_id"] == "req-1"
+        await sweeper.forget(process)
+        assert await sweeper.dead() == [] and list(tmp_path.iterdir()) == []
+
+    asyncio.run(scenario())
+
+
+def test_an_empty_snapshot_removes_the_file(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+
+    async def scenario() -> None:
+        await store.write({"a": orjson.dumps(entry("a"))})
+        assert (tmp_path / f"ckpt-{store.process}.json").exists()
+        await store.write({})
+        assert not (tmp_path / f"ckpt-{store.process}.json").exists()
+        await store.close()
+
+    asyncio.run(scenario())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_key_lookup_db_failure_raises_unavailable_and_a_cached_key_serves_until_its_ttl(
+    monkeypatch: pytest.MonkeyPatch, settings: object
+) -> None:
+    cache = keycache.KeyCache()
+    secret = keys.generate()
+    info = keycache.KeyInfo(id=1, org_id=2, prefix="p", rpm_limit=10, spend_cap_nano=None)
+    calls = {"n": 0}
+
+    def fetch(_: str) -> keycache.KeyInfo | None:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OperationalError("connection refused")
+        return info
+
+    monkeypatch.setattr(keycache, "_fetch", fetch)
+    settings.EZAT_KEY_CACHE_TTL = 60  # type: ignore[attr-defined]
+
+    async def scenario() -> None:
+        assert await cache.lookup(secret) == info
+        assert await cache.lookup(secret) == info  # cached: the database is not asked
+        cache._entries[keys.hash_key(secret)] = (0.0, info)  # the TTL has passed
+        with pytest.raises(keycache.KeyLookupUnavailable):
+            await cache.lookup(secret)
+
+    asyncio.run(scenario())
+    assert calls["n"] == 2
