@@ -286,11 +286,18 @@ class Checkpoints:
         self._store: CheckpointStore | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._changed = False
         self._last_written: dict[str, bytes] = {}
+
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # A new event loop (tests run one per test): the old task and client died with theirs.
+            self._loop, self._task, self._store = loop, None, None
+        return loop
 
     @property
     def store(self) -> CheckpointStore:
+        self._bind()
         if self._store is None:
             self._store = make_store()
         return self._store
@@ -298,17 +305,12 @@ class Checkpoints:
     def open(self, exchange: Exchange, tracker: UsageTracker) -> None:
         """The stream committed: from now on its output is checkpointed. O(1), no I/O."""
         self._open[exchange.limits_id] = (exchange, tracker)
-        self._changed = True
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            # A new event loop (tests run one per test): the old task and client died with theirs.
-            self._loop, self._task, self._store = loop, None, None
+        loop = self._bind()
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
 
     def close(self, exchange: Exchange) -> None:
-        if self._open.pop(exchange.limits_id, None) is not None:
-            self._changed = True
+        self._open.pop(exchange.limits_id, None)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -323,7 +325,8 @@ class Checkpoints:
                 return  # idle: restarted by the next stream
 
     async def flush(self) -> None:
-        """One write of every open stream's snapshot (and the heartbeat), if anything changed."""
+        """One write of every open stream's snapshot (which renews the heartbeat); nothing when
+        there are none and the last write was empty."""
         entries = {
             lid: orjson.dumps(snapshot(exchange, tracker))
             for lid, (exchange, tracker) in list(self._open.items())
@@ -339,7 +342,6 @@ class Checkpoints:
             return
         CHECKPOINT_WRITES.inc()
         self._last_written = entries
-        self._changed = False
 
     async def aclose(self) -> None:
         task, self._task = self._task, None
