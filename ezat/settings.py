@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "ezat.apps.EzatConfig",  # closes a Django-served request's DB connection (ezat/db.py)
     "accounts",
     "catalog",
     "gateway",
@@ -103,6 +104,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         )
     }
 else:
+    # Persistent connections of the gateway's long-lived worker threads (few, bounded pools).
+    # Django-served requests (dashboard, /api/v1, /readyz) close theirs when they end whatever
+    # this says: under ASGI each runs on a thread of its own (ezat/db.py explains).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
@@ -234,6 +238,8 @@ EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
 # request waits for room before a 503 (gateway/images/memory.py).
 EZAT_IMAGE_MEMORY_BUDGET = env.int("EZAT_IMAGE_MEMORY_BUDGET", default=256 * 1024 * 1024)
 EZAT_IMAGE_MEMORY_WAIT = env.float("EZAT_IMAGE_MEMORY_WAIT", default=5.0)
+# /readyz answers from a cached probe this many seconds old at most (one probe in flight).
+EZAT_READYZ_CACHE_SECONDS = env.float("EZAT_READYZ_CACHE_SECONDS", default=1.0)
 # Serve /static/ from the app itself (quickstart, single box); behind a CDN/proxy turn it off.
 EZAT_SERVE_STATIC = env.bool("EZAT_SERVE_STATIC", default=DEBUG)
 # Usage records on PostgreSQL: wait for the WAL flush before answering (the default). Off, a

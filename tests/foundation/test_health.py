@@ -43,3 +43,60 @@ def test_healthz_is_answered_without_loading_the_urlconf() -> None:
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0 and done.stdout.strip() == "lean", done.stderr[-2000:]
+
+
+def test_readyz_answers_from_one_cached_probe() -> None:
+    """Within the cache window no probe runs; after it, exactly one runs again."""
+    from ezat.health import Readiness
+
+    now = [100.0]
+    probes: list[int] = []
+
+    def probe() -> dict[str, str]:
+        probes.append(1)
+        return {"database": "ok"}
+
+    readiness = Readiness(probe, ttl=1.0, clock=lambda: now[0])
+    assert readiness.checks() == {"database": "ok"}
+    for _ in range(50):
+        readiness.checks()
+    now[0] += 0.99
+    readiness.checks()
+    assert len(probes) == 1
+    now[0] += 0.02
+    readiness.checks()
+    assert len(probes) == 2
+
+
+def test_readyz_concurrent_callers_share_one_probe_in_flight() -> None:
+    """Single-flight: 12 callers arriving while a probe runs wait for it and share its result."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ezat.health import Readiness
+
+    started, release = threading.Event(), threading.Event()
+    running = [0]
+    peak = [0]
+    probes: list[int] = []
+    lock = threading.Lock()
+
+    def probe() -> dict[str, str]:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            probes.append(1)
+        started.set()
+        assert release.wait(30)
+        with lock:
+            running[0] -= 1
+        return {"database": "unreachable"}
+
+    readiness = Readiness(probe, ttl=1.0)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        futures = [pool.submit(readiness.checks) for _ in range(12)]
+        assert started.wait(30)
+        release.set()
+        results = [future.result(timeout=30) for future in futures]
+    assert results == [{"database": "unreachable"}] * 12
+    assert len(probes) == 1 and peak[0] == 1
