@@ -6,9 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q
 
 from accounts.models import ApiKey, Membership, Organization
 from billing.pricing import usd_to_nano
@@ -59,24 +57,12 @@ class KeyCreateForm(KeyLimitsForm):
     """Same fields as editing; kept separate so the two pages can diverge."""
 
 
-class AddMemberForm(forms.Form):
-    user = forms.CharField(
-        label="Username or email",
-        max_length=254,
-        help_text="The person must already have an account.",
-    )
-    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+class InviteForm(forms.Form):
+    """Invite by e-mail. Only the address's syntax is checked: whether it has an account is
+    never looked at here, so the form answers the same for every address."""
 
-    def clean_user(self) -> AbstractBaseUser:
-        needle = self.cleaned_data["user"].strip()
-        User = get_user_model()
-        matches = list(
-            User.objects.filter(Q(username__iexact=needle) | Q(email__iexact=needle))[:2]
-        )
-        if len(matches) != 1:
-            # Same message for "none" and "ambiguous": the form must not reveal who has accounts.
-            raise forms.ValidationError("No single account matches that username or email.")
-        return matches[0]
+    email = forms.EmailField(label="Email", max_length=254)
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
 
 
 class MemberRoleForm(forms.Form):

@@ -110,3 +110,35 @@ class FallbackPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org}: {self.model_id} → {', '.join(self.fallbacks)}"
+
+
+class Invitation(models.Model):
+    """An owner's invitation of an e-mail address into an org, accepted by the invitee.
+
+    Nobody joins an org without consent: the invitee accepts from their dashboard (invitations to
+    their account's address are listed there) or from the signed link in the e-mail. Timestamps
+    come from `accounts.invitations.now` (a clock tests can move), not `auto_now_add`.
+    """
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(max_length=254, help_text="Stored lower-case.")
+    role = models.CharField(
+        max_length=10, choices=Membership.Role.choices, default=Membership.Role.MEMBER
+    )
+    invited_by = models.CharField(
+        max_length=150, blank=True, help_text="Who sent it: a username or a management key."
+    )
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["email"], name="invitation_email")]
+
+    def __str__(self) -> str:
+        return f"{self.email} → {self.org} ({self.role})"

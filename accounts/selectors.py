@@ -9,7 +9,8 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F, QuerySet
 
-from accounts.models import ApiKey, FallbackPolicy, Membership, Organization
+from accounts import invitations
+from accounts.models import ApiKey, FallbackPolicy, Invitation, Membership, Organization
 
 
 def memberships_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Membership]:
@@ -56,6 +57,44 @@ def org_members(org: Organization) -> QuerySet[Membership]:
 
 def owner_count(org: Organization) -> int:
     return Membership.objects.filter(org=org, role=Membership.Role.OWNER).count()
+
+
+def org_pending_invitations(org: Organization) -> QuerySet[Invitation]:
+    """Invitations of the org not yet accepted, withdrawn or expired: newest first."""
+    return Invitation.objects.filter(
+        org=org,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+        expires_at__gt=invitations.now(),
+    ).order_by("-created_at")
+
+
+def org_invitation(org: Organization, invitation_id: int) -> Invitation | None:
+    return Invitation.objects.filter(org=org, pk=invitation_id).first()
+
+
+def pending_invitations_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Invitation]:
+    """Invitations the signed-in account may accept from its dashboard: to its own address,
+    pending, and never for staff accounts (they cannot join customer orgs)."""
+    email = (getattr(user, "email", "") or "").strip().lower()
+    if (
+        not user.is_authenticated
+        or not email
+        or getattr(user, "is_staff", False)
+        or getattr(user, "is_superuser", False)
+    ):
+        return Invitation.objects.none()
+    return (
+        Invitation.objects.filter(
+            email=email,
+            accepted_at__isnull=True,
+            revoked_at__isnull=True,
+            expires_at__gt=invitations.now(),
+        )
+        .exclude(org__memberships__user=user)
+        .select_related("org")
+        .order_by("-created_at")
+    )
 
 
 def org_fallbacks(org: Organization) -> QuerySet[FallbackPolicy]:

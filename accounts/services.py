@@ -5,12 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from accounts import keys, selectors
-from accounts.models import ApiKey, FallbackPolicy, ManagementKey, Membership, Organization
+from accounts import invitations, keys, selectors
+from accounts.models import (
+    ApiKey,
+    FallbackPolicy,
+    Invitation,
+    ManagementKey,
+    Membership,
+    Organization,
+)
 from catalog.chains import AUTO_MODEL_ID, ChainError, check_chain, is_auto
 
 
@@ -36,10 +47,34 @@ def create_org(*, name: str) -> Organization:
 
 
 def add_member(*, org: Organization, user: AbstractBaseUser, role: str) -> Membership:
-    if role not in Membership.Role.values:
-        raise AccountsError(f"role must be one of {', '.join(Membership.Role.values)}")
+    """Operators only (admin, CLI, fixtures): customers invite (`invite_member`), never add."""
+    _check_role(role)
     membership, _ = Membership.objects.update_or_create(user=user, org=org, defaults={"role": role})
     return membership
+
+
+def _check_role(role: str) -> None:
+    if role not in Membership.Role.values:
+        raise AccountsError(f"role must be one of {', '.join(Membership.Role.values)}")
+
+
+@transaction.atomic
+def set_member_role(*, membership: Membership, role: str) -> Membership:
+    """Change a member's role. The last owner stays owner: someone must manage the org."""
+    _check_role(role)
+    org_memberships = list(
+        Membership.objects.select_for_update().filter(org_id=membership.org_id).order_by("pk")
+    )
+    target = next((m for m in org_memberships if m.pk == membership.pk), None)
+    if target is None:
+        raise AccountsError("no such member")
+    owners = [m for m in org_memberships if m.role == Membership.Role.OWNER]
+    if target.role == Membership.Role.OWNER and role != Membership.Role.OWNER and len(owners) <= 1:
+        raise AccountsError("an organization needs at least one owner")
+    if target.role != role:
+        target.role = role
+        target.save(update_fields=["role"])
+    return target
 
 
 @transaction.atomic
@@ -50,6 +85,151 @@ def remove_member(*, membership: Membership) -> None:
     if membership.role == Membership.Role.OWNER and len(owners) <= 1:
         raise AccountsError("the last owner cannot be removed; make someone else owner first")
     Membership.objects.filter(pk=membership.pk).delete()
+
+
+# --- Invitations ------------------------------------------------------------------------------
+
+
+class InvitationError(Exception):
+    """An invitation that cannot be accepted; `reason` picks the page or status shown."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.message = INVITATION_REFUSALS[reason]
+        super().__init__(self.message)
+
+
+INVITATION_REFUSALS = {
+    "invalid": "This invitation link is not valid. Check that you copied all of it.",
+    "expired": "This invitation has expired. Ask an owner of the organization for a new one.",
+    "revoked": "This invitation was withdrawn by the organization.",
+    "used": "This invitation has already been used.",
+    "staff": "Operator (staff) accounts cannot join customer organizations.",
+    "not_yours": "This invitation is for another e-mail address.",
+}
+
+
+def invitation_refusal(
+    invitation: Invitation | None, user: AbstractBaseUser, *, require_email_match: bool
+) -> InvitationError | None:
+    """Why `user` cannot accept `invitation` now, or None (also None when they already did:
+    accepting twice is idempotent)."""
+    if invitation is None:
+        return InvitationError("invalid")
+    if require_email_match and invitation.email != (getattr(user, "email", "") or "").lower():
+        return InvitationError("not_yours")
+    if getattr(user, "is_staff", False) or getattr(user, "is_superuser", False):
+        return InvitationError("staff")
+    if invitation.accepted_at is not None:
+        return None if invitation.accepted_by_id == user.pk else InvitationError("used")
+    if invitation.revoked_at is not None:
+        return InvitationError("revoked")
+    if invitations.now() >= invitation.expires_at:
+        return InvitationError("expired")
+    return None
+
+
+def normalize_email(email: str) -> str:
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise AccountsError("email: enter a valid e-mail address") from None
+    return email
+
+
+def invite_member(
+    *, org: Organization, email: str, role: str, invited_by: str, base_url: str
+) -> Invitation:
+    """Invite an address into `org`; the e-mail goes out off the request path.
+
+    The same work and the same result whoever the address belongs to (an account, nobody, a
+    member already, a staff account), so the answer cannot enumerate accounts. A staff
+    address's invitation is recorded and composed like any other but not sent, and a staff
+    account can never accept one. An earlier pending invitation of the address is replaced.
+    """
+    email = normalize_email(email)
+    _check_role(role)
+    # One query, always made: whether the invitation may be delivered at all.
+    deliverable = not (
+        get_user_model()
+        .objects.filter(Q(is_staff=True) | Q(is_superuser=True), email__iexact=email)
+        .exists()
+    )
+    now = invitations.now()
+    with transaction.atomic():
+        Invitation.objects.filter(
+            org=org, email=email, accepted_at__isnull=True, revoked_at__isnull=True
+        ).update(revoked_at=now)
+        invitation = Invitation.objects.create(
+            org=org,
+            email=email,
+            role=role,
+            invited_by=invited_by[:150],
+            created_at=now,
+            expires_at=now + invitations.INVITATION_TTL,
+        )
+    link = base_url.rstrip("/") + invitation_path(invitation)
+    message = invitations.compose(
+        to=email,
+        org_name=org.name,
+        role=role,
+        inviter=invited_by,
+        link=link,
+        expires_at=invitation.expires_at,
+    )
+    invitations.deliver(message, deliverable=deliverable)
+    return invitation
+
+
+def invitation_path(invitation: Invitation) -> str:
+    from django.urls import reverse
+
+    return reverse("dashboard:invitation-link", args=[invitations.make_token(invitation.pk)])
+
+
+@transaction.atomic
+def revoke_invitation(*, invitation: Invitation) -> Invitation:
+    """Withdraw a pending invitation. Idempotent; an accepted one stays accepted."""
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if invitation.revoked_at is None and invitation.accepted_at is None:
+        invitation.revoked_at = invitations.now()
+        invitation.save(update_fields=["revoked_at"])
+    return invitation
+
+
+@transaction.atomic
+def accept_invitation(
+    *, invitation_id: int, user: AbstractBaseUser, require_email_match: bool
+) -> Membership:
+    """Join the org as the invited role. Accepting twice is idempotent (the membership is
+    returned); an existing membership keeps its role. Raises InvitationError.
+
+    `require_email_match`: from the dashboard list, the account's address must be the invited
+    one; from the e-mailed link, holding the link is the proof.
+    """
+    invitation = (
+        Invitation.objects.select_for_update()
+        .select_related("org")
+        .filter(pk=invitation_id)
+        .first()
+    )
+    refusal = invitation_refusal(invitation, user, require_email_match=require_email_match)
+    if refusal is not None:
+        raise refusal
+    assert invitation is not None  # invitation_refusal said "invalid" otherwise
+    if invitation.accepted_at is not None:  # accepted by this user before: idempotent
+        membership = Membership.objects.filter(user=user, org=invitation.org).first()
+        if membership is None:  # removed since: the used invitation does not bring them back
+            raise InvitationError("used")
+        return membership
+    membership, _ = Membership.objects.get_or_create(
+        user=user, org=invitation.org, defaults={"role": invitation.role}
+    )
+    invitation.accepted_at = invitations.now()
+    invitation.accepted_by = user
+    invitation.save(update_fields=["accepted_at", "accepted_by"])
+    return membership
 
 
 def create_api_key(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts import fallback_views, views
+from accounts import fallback_views, invitation_views, views
 
 urlpatterns = [
     path("org/", views.switch_org, name="switch-org"),
@@ -15,7 +15,19 @@ urlpatterns = [
     path("fallbacks/", fallback_views.fallbacks_list, name="fallbacks"),
     path("fallbacks/<path:model>/edit/", fallback_views.fallback_edit, name="fallback-edit"),
     path("members/", views.members_list, name="members"),
-    path("members/add/", views.member_add, name="member-add"),
+    path("members/invite/", views.member_invite, name="member-invite"),
+    path(
+        "members/invitations/<int:invitation_id>/revoke/",
+        views.invitation_revoke,
+        name="invitation-revoke",
+    ),
+    path("invitations/", invitation_views.my_invitations, name="invitations"),
+    path(
+        "invitations/<int:invitation_id>/accept/",
+        invitation_views.accept_mine,
+        name="invitation-accept",
+    ),
+    path("invitations/join/<str:token>/", invitation_views.invitation_link, name="invitation-link"),
     path("members/<int:member_id>/role/", views.member_role, name="member-role"),
     path("members/<int:member_id>/remove/", views.member_remove, name="member-remove"),
 ]

@@ -23,14 +23,17 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts import selectors
-from accounts.forms import AddMemberForm, KeyCreateForm, KeyLimitsForm, MemberRoleForm
+from accounts.forms import InviteForm, KeyCreateForm, KeyLimitsForm, MemberRoleForm
+from accounts.invitations import public_base_url
 from accounts.models import ApiKey, Membership
 from accounts.services import (
     AccountsError,
-    add_member,
     create_api_key,
+    invite_member,
     remove_member,
     revoke_api_key,
+    revoke_invitation,
+    set_member_role,
     update_api_key_limits,
 )
 
@@ -84,6 +87,7 @@ def page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[str
         "org": membership.org,
         "is_owner": membership.role == Membership.Role.OWNER,
         "memberships": selectors.memberships_for_user(request.user),
+        "invitation_count": selectors.pending_invitations_for_user(request.user).count(),
         **extra,
     }
 
@@ -189,40 +193,65 @@ def key_revoke(request: HttpRequest, membership: Membership, key_id: int) -> Htt
 # --- Members --------------------------------------------------------------------------------------
 
 
-@require_GET
-@org_view()
-def members_list(request: HttpRequest, membership: Membership) -> HttpResponse:
+def _members_page(
+    request: HttpRequest, membership: Membership, form: InviteForm, status: int = 200
+) -> HttpResponse:
+    is_owner = membership.role == Membership.Role.OWNER
     context = page(
         request,
         membership,
         members=selectors.org_members(membership.org),
-        form=AddMemberForm(),
+        invitations=selectors.org_pending_invitations(membership.org) if is_owner else [],
+        form=form,
         roles=Membership.Role.choices,
     )
-    return render(request, "dashboard/members.html", context)
+    return render(request, "dashboard/members.html", context, status=status)
+
+
+@require_GET
+@org_view()
+def members_list(request: HttpRequest, membership: Membership) -> HttpResponse:
+    return _members_page(request, membership, InviteForm())
 
 
 @require_POST
 @org_view(owner_only=True)
-def member_add(request: HttpRequest, membership: Membership) -> HttpResponse:
-    form = AddMemberForm(request.POST)
+def member_invite(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """Invite by e-mail. Every valid address gets the same answer (a redirect and the same
+    message), whether it has an account, is a member already, or is a staff account."""
+    form = InviteForm(request.POST)
     if form.is_valid():
-        user = form.cleaned_data["user"]
-        existing = selectors.membership_for(user, membership.org_id)
-        if existing is not None:
-            form.add_error("user", "Already a member; change the role in the list below.")
+        try:
+            invitation = invite_member(
+                org=membership.org,
+                email=form.cleaned_data["email"],
+                role=form.cleaned_data["role"],
+                invited_by=request.user.get_username(),
+                base_url=public_base_url(request),
+            )
+        except AccountsError as exc:
+            form.add_error(None, str(exc))
         else:
-            add_member(org=membership.org, user=user, role=form.cleaned_data["role"])
-            messages.success(request, f"{user} added as {form.cleaned_data['role']}.")
+            messages.success(
+                request,
+                f"Invitation sent to {invitation.email}. It can be accepted for 7 days; "
+                "they join only when they accept.",
+            )
             return redirect("dashboard:members")
-    context = page(
-        request,
-        membership,
-        members=selectors.org_members(membership.org),
-        form=form,
-        roles=Membership.Role.choices,
-    )
-    return render(request, "dashboard/members.html", context, status=400)
+    return _members_page(request, membership, form, status=400)
+
+
+@require_POST
+@org_view(owner_only=True)
+def invitation_revoke(
+    request: HttpRequest, membership: Membership, invitation_id: int
+) -> HttpResponse:
+    invitation = selectors.org_invitation(membership.org, invitation_id)
+    if invitation is None:
+        raise Http404("No such invitation.")
+    revoke_invitation(invitation=invitation)
+    messages.success(request, f"Invitation of {invitation.email} withdrawn.")
+    return redirect("dashboard:members")
 
 
 @require_POST
@@ -235,8 +264,12 @@ def member_role(request: HttpRequest, membership: Membership, member_id: int) ->
         request.POST, membership=target, owners=selectors.owner_count(membership.org)
     )
     if form.is_valid():
-        add_member(org=membership.org, user=target.user, role=form.cleaned_data["role"])
-        messages.success(request, f"{target.user} is now {form.cleaned_data['role']}.")
+        try:
+            set_member_role(membership=target, role=form.cleaned_data["role"])
+        except AccountsError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{target.user} is now {form.cleaned_data['role']}.")
     else:
         messages.error(request, " ".join(form.errors.get("role", ["Invalid role."])))
     return redirect("dashboard:members")

@@ -8,7 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import AllowAny
 
-from accounts.api import fallbacks
+from accounts.api import fallbacks, invitations
 from accounts.api import views as accounts
 from billing.api import views as billing
 from billing.models import UsageRecord
@@ -25,6 +25,12 @@ api_patterns = [
         f"{ORG}/keys/<int:key_id>/revoke",
         accounts.ApiKeyRevokeView.as_view(),
         name="api-key-revoke",
+    ),
+    path(f"{ORG}/invitations", invitations.InvitationListView.as_view(), name="api-invitations"),
+    path(
+        f"{ORG}/invitations/<int:invitation_id>",
+        invitations.InvitationDetailView.as_view(),
+        name="api-invitation",
     ),
     path(f"{ORG}/fallbacks", fallbacks.FallbackListView.as_view(), name="api-fallbacks"),
     path(
@@ -64,9 +70,9 @@ SCHEMA_SETTINGS: dict[str, Any] = {
         "RequestStatusEnum": UsageRecord.Status.values,
     },
     "DESCRIPTION": (
-        "Manage an organization's inference keys and model fallback chains, and read its usage, "
-        "request log, balance and ledger. Money is USD as decimal strings. An organization you "
-        "cannot access is a 404."
+        "Manage an organization's inference keys, invitations and model fallback chains, and "
+        "read its usage, request log, balance and ledger. Money is USD as decimal strings. An "
+        "organization you cannot access is a 404."
     ),
 }
 

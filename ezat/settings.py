@@ -145,6 +145,14 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- E-mail (invitations) -----------------------------------------------------------------------
+# EMAIL_URL: `consolemail://` (default: printed by the server, as in `make run`), or
+# `smtp+tls://user:password@host:587` etc. (django-environ's email_url).
+vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="EZAT Router <noreply@localhost>")
+# Base of links in e-mails (https://router.example.com); unset = the inviting request's host.
+EZAT_PUBLIC_URL = env.str("EZAT_PUBLIC_URL", default="")
+
 # --- Auth, security -------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

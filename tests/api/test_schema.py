@@ -25,6 +25,8 @@ EXPECTED = {
     "/api/v1/orgs/{org_id}/management-keys": {"get", "post"},
     "/api/v1/orgs/{org_id}/management-keys/{key_id}": {"get", "delete"},
     "/api/v1/orgs/{org_id}/management-keys/{key_id}/revoke": {"post"},
+    "/api/v1/orgs/{org_id}/invitations": {"get", "post"},
+    "/api/v1/orgs/{org_id}/invitations/{invitation_id}": {"get", "delete"},
     "/api/v1/orgs/{org_id}/fallbacks": {"get"},
     "/api/v1/orgs/{org_id}/fallbacks/{model}": {"get", "put", "delete"},
 }

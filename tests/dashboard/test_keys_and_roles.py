@@ -8,7 +8,7 @@ import re
 from django.test import Client
 from django.urls import reverse
 
-from accounts.models import ApiKey, Membership
+from accounts.models import ApiKey, Invitation, Membership
 from tests.dashboard.conftest import World
 
 
@@ -97,9 +97,12 @@ def test_member_cannot_create_edit_or_revoke(world: World) -> None:
 
 def test_member_cannot_manage_members(world: World) -> None:
     client = world.client(world.member_a)
-    assert "Add a member" not in _html(client.get(reverse("dashboard:members")))
-    response = client.post(reverse("dashboard:member-add"), {"user": "carol", "role": "owner"})
+    assert "Invite someone" not in _html(client.get(reverse("dashboard:members")))
+    response = client.post(
+        reverse("dashboard:member-invite"), {"email": "carol@example.test", "role": "owner"}
+    )
     assert response.status_code == 403
+    assert not Invitation.objects.exists()
     bob = Membership.objects.get(org=world.a.org, user=world.member_a)
     response = client.post(reverse("dashboard:member-role", args=[bob.pk]), {"role": "owner"})
     assert response.status_code == 403
@@ -109,12 +112,14 @@ def test_member_cannot_manage_members(world: World) -> None:
 
 
 def test_owner_manages_members(world: World) -> None:
+    """Owners invite (nobody is added without accepting), change roles and remove members."""
     client = world.client(world.a.owner)
-    response = client.post(reverse("dashboard:member-add"), {"user": "CAROL", "role": "member"})
+    response = client.post(
+        reverse("dashboard:member-invite"), {"email": "CAROL@example.test", "role": "member"}
+    )
     assert response.status_code == 302
-    assert Membership.objects.get(org=world.a.org, user=world.b.owner).role == "member"
-    response = client.post(reverse("dashboard:member-add"), {"user": "nobody", "role": "member"})
-    assert response.status_code == 400
+    assert not Membership.objects.filter(org=world.a.org, user=world.b.owner).exists()
+    assert Invitation.objects.get(org=world.a.org).email == "carol@example.test"
     bob = Membership.objects.get(org=world.a.org, user=world.member_a)
     client.post(reverse("dashboard:member-role", args=[bob.pk]), {"role": "owner"})
     bob.refresh_from_db()
