@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from accounts.forms import usd_initial
-from accounts.models import ApiKey, ManagementKey, Membership, Organization
+from accounts.models import ApiKey, Invitation, ManagementKey, Membership, Organization
 from accounts.services import (
     AccountsError,
     revoke_api_key,
@@ -303,3 +303,38 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ("user", "org")
     search_fields = ("user__username", "user__email", "org__name")
     raw_id_fields = ("user", "org")
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    """Read-only: invitations are an owner's and an invitee's business; operators look (and
+    may delete one), they never create or edit them."""
+
+    list_display = ("email", "org", "role", "invited_by", "created_at", "expires_at", "state")
+    list_select_related = ("org",)
+    search_fields = ("email", "org__name", "invited_by")
+    readonly_fields = (
+        "org",
+        "email",
+        "role",
+        "invited_by",
+        "created_at",
+        "expires_at",
+        "accepted_at",
+        "accepted_by",
+        "revoked_at",
+    )
+
+    @admin.display(description="state")
+    def state(self, obj: Invitation) -> str:
+        if obj.accepted_at is not None:
+            return "accepted"
+        if obj.revoked_at is not None:
+            return "withdrawn"
+        return "pending"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
