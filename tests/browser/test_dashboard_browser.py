@@ -78,6 +78,13 @@ def test_dashboard_pages_render(customer_page: Any, app: App) -> None:
     shot(page, "09-balance")
     page.goto(app.url + "/dashboard/members/")
     expect(page.locator("#members")).to_contain_text(app.customer)
+    # Members join by invitation only: the owner invites an address, which stays pending.
+    page.fill("#id_email", "new.colleague@example.test")
+    page.select_option("#id_role", "member")
+    page.click("button:has-text('Send invitation')")
+    expect(page.locator(".messages")).to_contain_text("Invitation sent to new.colleague@")
+    expect(page.locator("#invitations")).to_contain_text("new.colleague@example.test")
+    expect(page.locator("#members")).not_to_contain_text("new.colleague")
     shot(page, "10-members")
 
 
