@@ -4,10 +4,9 @@ for every valid address; staff accounts never receive one; other tenants get 404
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
-
-import re
 
 import pytest
 from django.contrib.auth import get_user_model
