@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,6 +321,25 @@ def _schedule(version: int, tiers: list[Any]) -> PriceSchedule:
     )
 
 
+_db_thread: ThreadPoolExecutor | None = None
+_db_thread_lock = threading.Lock()
+
+
+def _catalog_db_thread() -> ThreadPoolExecutor:
+    """The one thread that reads the catalog from the database. Not the loop's default
+    executor: each of its threads that ever ran a poll would keep a session of its own (a
+    busy process grows that pool), so catalog reads held up to min(32, CPUs + 4) sessions."""
+    global _db_thread
+    with _db_thread_lock:
+        if _db_thread is None:
+            _db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ezat-catalog-db")
+        return _db_thread
+
+
+def _in_db_thread(func: Any) -> Any:
+    return sync_to_async(func, thread_sensitive=False, executor=_catalog_db_thread())
+
+
 def _read_version() -> int:
     from catalog.models import CatalogVersion
 
@@ -343,7 +364,7 @@ class SnapshotHolder:
         if snapshot is None:
             async with self._lock:
                 if self._snapshot is None:
-                    self._snapshot = await sync_to_async(_load, thread_sensitive=False)()
+                    self._snapshot = await _in_db_thread(_load)()
                     self._checked_at = time.monotonic()
             return self._snapshot
         if time.monotonic() - self._checked_at > settings.EZAT_CATALOG_POLL_INTERVAL and (
@@ -355,9 +376,9 @@ class SnapshotHolder:
 
     async def _poll(self) -> None:
         try:
-            version = await sync_to_async(_read_version, thread_sensitive=False)()
+            version = await _in_db_thread(_read_version)()
             if self._snapshot is None or version != self._snapshot.version:
-                self._snapshot = await sync_to_async(_load, thread_sensitive=False)()
+                self._snapshot = await _in_db_thread(_load)()
                 logger.info("catalog reloaded", extra={"catalog_version": version})
         except Exception:
             # The old snapshot keeps serving; the next poll retries. Logged, not swallowed.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 from asgiref.sync import sync_to_async
@@ -163,10 +164,13 @@ def _reconcile_once() -> None:
 
 async def _reconcile_forever() -> None:
     interval = settings.CELERY_BEAT_SCHEDULE["reconcile-usage"]["schedule"]
+    # One thread of its own (so one DB session), not the loop's default pool, whose threads
+    # would each keep the session of whichever round they happened to run.
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ezat-reconcile")
     while True:
         await asyncio.sleep(interval)
         try:
-            await sync_to_async(_reconcile_once, thread_sensitive=False)()
+            await sync_to_async(_reconcile_once, thread_sensitive=False, executor=thread)()
         except Exception:  # the next round retries; reconciliation is idempotent
             SIDE_EFFECT_FAILURES.labels("embedded_reconcile").inc()
             logger.exception("embedded reconciliation failed")

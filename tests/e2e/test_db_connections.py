@@ -37,8 +37,17 @@ FLOOD_PATHS = (
 )
 
 
+# The flooded gateway's sessions carry this name, so the count is that process's alone: other
+# processes of the test session (an e2e stack, the browser tests' server) share the database
+# and open or recycle their own sessions meanwhile.
+APP_NAME = f"ezat-flood-test-{os.getpid()}"
+
+
 def _sessions(cursor: Any, db_name: str) -> int:
-    cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [db_name])
+    cursor.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+        [db_name, APP_NAME],
+    )
     return int(cursor.fetchone()[0])
 
 
@@ -116,7 +125,7 @@ def test_unauthenticated_flood_keeps_sessions_flat_and_no_5xx(
     with django_db_blocker.unblock():
         org_id, secret = _management_key()
         db_url = database_url(settings)
-    gateway = start_gateway(db_url, "", tmp_path)
+    gateway = start_gateway(f"{db_url}?application_name={APP_NAME}", "", tmp_path)
     try:
         # Warm up: the gateway's own long-lived connections (catalog, readiness probe) exist
         # before the baseline is taken, so the baseline is what the process keeps anyway.
@@ -125,6 +134,7 @@ def test_unauthenticated_flood_keeps_sessions_flat_and_no_5xx(
         with psycopg.connect(db_url.replace("postgres://", "postgresql://"), autocommit=True) as pg:
             cursor = pg.cursor()
             before = _wait_for_sessions(cursor, db_name, at_most=0, timeout=2)
+            assert before >= 1, "the gateway's sessions are not labelled: nothing to measure"
             statuses, legit, samples = asyncio.run(
                 _run(gateway.url, org_id, secret, cursor, db_name)
             )
