@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from billing.pricing import TierError, check_tier_bounds
+from catalog.deployment_urls import validate_base_url
 from catalog.models import (
     Deployment,
     DeploymentModel,
@@ -288,7 +289,9 @@ class DeploymentAdminForm(forms.ModelForm):
         )
 
     def clean_base_url(self) -> str:
-        return self.cleaned_data["base_url"].rstrip("/")
+        # The same checks as the CLI's (catalog/deployment_urls.py): a scheme or host the
+        # gateway cannot call is refused here, not found out by the customers' requests.
+        return validate_base_url(self.cleaned_data["base_url"], self.cleaned_data.get("kind"))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -9,11 +9,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from billing.pricing import PRICE_KINDS
+from catalog.deployment_urls import validate_base_url
 from catalog.models import (
     CatalogVersion,
     Deployment,
@@ -297,8 +299,12 @@ def upsert_deployment(
     created = deployment is None
     if deployment is None:
         deployment = Deployment(name=name)
+    try:
+        checked_url = validate_base_url(base_url, kind)
+    except ValidationError as exc:
+        raise ValidationError({"base_url": exc.messages}) from None
     deployment.kind = kind
-    deployment.base_url = base_url.rstrip("/")
+    deployment.base_url = checked_url
     deployment.set_api_key(api_key)
     deployment.serves_all_models = not model_ids
     if weight is not None:

@@ -33,7 +33,7 @@ from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError, from_upstream
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
-from gateway.upstream import CONNECT_ERRORS, UpstreamResponse, client
+from gateway.upstream import CONNECT_ERRORS, UnusableDeployment, UpstreamResponse, client
 from gateway.usage import UsageTracker
 from gateway.walk import HIGH_EFFORTS, AttemptFailed, ChainWalk, check_body_size
 
@@ -207,16 +207,15 @@ class Exchange(ChainWalk):
             raise AttemptFailed(
                 _timeout_error(self.deadline_s), "timeout", retryable=True
             ) from None
+        except UnusableDeployment as exc:
+            raise _unusable(exc) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
         finally:
             if response is not None:
                 response.close()  # a no-op once read; drops a half-read connection
         if response.status != 200:
-            error = from_upstream(response.status, payload)
-            raise AttemptFailed(
-                error, f"http_{response.status}", retryable=error.retryable_upstream
-            )
+            raise _upstream_failure(response.status, payload)
         return response.status, payload
 
     # --- one attempt, stream ------------------------------------------------------------------
@@ -236,14 +235,13 @@ class Exchange(ChainWalk):
             if response.status != 200:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
                     payload = await response.read()
-                error = from_upstream(response.status, payload)
-                raise AttemptFailed(
-                    error, f"http_{response.status}", retryable=error.retryable_upstream
-                )
+                raise _upstream_failure(response.status, payload)
         except TimeoutError:
             raise AttemptFailed(
                 _timeout_error(self.deadline_s), "timeout", retryable=True
             ) from None
+        except UnusableDeployment as exc:
+            raise _unusable(exc) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
         parser = SSEParser()
@@ -498,6 +496,34 @@ class Exchange(ChainWalk):
 def _timeout_error(seconds: float) -> GatewayError:
     return GatewayError(
         504, f"the provider did not start answering within {seconds:g} s", type_="timeout_error"
+    )
+
+
+def _upstream_failure(status: int, payload: bytes) -> AttemptFailed:
+    if status in (401, 403):
+        # The provider refused the gateway's own credential (a rotated or revoked key, a key
+        # without access): the deployment is at fault, not the customer's request. Another
+        # deployment may answer; passing the upstream's "invalid x-api-key" through would tell
+        # the customer their own key is wrong.
+        return AttemptFailed(
+            GatewayError(
+                502,
+                f"the provider refused this deployment's credentials (HTTP {status})",
+                type_="api_error",
+            ),
+            f"http_{status}",
+            retryable=True,
+        )
+    error = from_upstream(status, payload)
+    return AttemptFailed(error, f"http_{status}", retryable=error.retryable_upstream)
+
+
+def _unusable(exc: UnusableDeployment) -> AttemptFailed:
+    logger.error("deployment cannot be called: %s", exc)
+    return AttemptFailed(
+        GatewayError(502, f"a deployment is misconfigured ({exc})", type_="api_error"),
+        "bad_deployment",
+        retryable=True,
     )
 
 

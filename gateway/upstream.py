@@ -237,6 +237,11 @@ class UpstreamResponse:
         self._client.release(self._conn)
 
 
+class UnusableDeployment(ValueError):
+    """A deployment's stored base URL cannot be called (saved before validation existed, or
+    written to the database directly): an attempt failure of that deployment, never a 500."""
+
+
 class UpstreamClient:
     def __init__(self) -> None:
         # Per origin, oldest first: reuse takes the newest (warmest), expiry drops the oldest.
@@ -251,8 +256,10 @@ class UpstreamClient:
             parts = urlsplit(base_url)
             scheme = parts.scheme or "https"
             if scheme not in ("http", "https"):
-                raise ValueError(f"unsupported provider URL scheme: {base_url!r}")
+                raise UnusableDeployment(f"unsupported provider URL scheme {scheme!r}")
             host = parts.hostname or ""
+            if not host:
+                raise UnusableDeployment("the provider URL has no host")
             port = parts.port or (443 if scheme == "https" else 80)
             default = (scheme, port) in (("https", 443), ("http", 80))
             literal = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed

@@ -208,6 +208,14 @@ def test_provider_key_is_write_only(operator: Client, deployment: Deployment) ->
     add = reverse("admin:catalog_deployment_add")
     response = operator.post(add, {**form, "name": "second", "new_api_key": ""})
     assert response.status_code == 200 and not Deployment.objects.filter(name="second").exists()
+    # A URL the gateway cannot call is refused with the field named (catalog/deployment_urls.py).
+    for bad in ("ftp://example.com", "https://bad_host!.example"):
+        response = operator.post(
+            add, {**form, "name": "third", "base_url": bad, "new_api_key": "k"}
+        )
+        assert response.status_code == 200, bad
+        assert "base_url" in response.context["adminform"].form.errors, bad
+        assert not Deployment.objects.filter(name="third").exists()
 
 
 def test_enable_disable_actions_bump_the_catalog(operator: Client, deployment: Deployment) -> None:
