@@ -9,9 +9,9 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ezat.settings")
-    from django.core.management import execute_from_command_line
+    from ezat.cli import main as run
 
-    execute_from_command_line(sys.argv)
+    run(sys.argv)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,63 @@
-"""Shared argument parsing for the operator commands: clear errors, non-zero exits."""
+"""Shared argument parsing for the operator commands: clear errors, non-zero exits.
+
+Numbers are checked by the parsers themselves (`type=` functions built here), so a bad value is
+refused before a command runs, with one line naming the option — never a traceback. Each
+parser is tagged `numeric`, which is how tests/foundation/test_cli_numbers.py finds every numeric
+option of every command (a new one is covered without editing the test). `main` is manage.py's
+entry point: a CommandError raised while parsing (Django only catches the ones raised by
+`handle`) becomes that one line and exit status 1.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import CommandError
 
-from accounts.models import Organization
-from billing.pricing import usd_to_nano
+if TYPE_CHECKING:
+    from accounts.models import Organization
+
+# The largest amount a command takes: far above any real grant, far below what a bigint of
+# nano-USD holds (9.2e18 nano ≈ 9.2e9 USD), so a typo cannot overflow the ledger.
+MAX_USD = Decimal(1_000_000_000)
+MAX_INT = 2**31 - 1  # the columns these numbers go to are 32-bit at most
+
+
+def _numeric(parser: Callable[[str], Any]) -> Callable[[str], Any]:
+    parser.numeric = True  # type: ignore[attr-defined]
+    return parser
+
+
+def positive_int(option: str, *, maximum: int = MAX_INT) -> Callable[[str], int]:
+    """A whole number from 1 to `maximum`."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise CommandError(f"{option}: {value!r} is not an integer") from None
+        if number < 1:
+            raise CommandError(f"{option}: must be at least 1, got {value!r}")
+        if number > maximum:
+            raise CommandError(f"{option}: must be at most {maximum}, got {value!r}")
+        return number
+
+    return _numeric(parse)
+
+
+def port(option: str) -> Callable[[str], int]:
+    """A TCP port (1-65535), or `auto` for a free one (returned as 0)."""
+    whole = positive_int(option, maximum=65535)
+
+    def parse(value: str) -> int:
+        if value.strip().lower() == "auto":
+            return 0
+        return whole(value)
+
+    return _numeric(parse)
 
 
 def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
@@ -18,14 +68,38 @@ def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
         raise CommandError(f"{what}: {value!r} is not a number of USD") from exc
     if not amount.is_finite() or amount < 0 or (amount == 0 and not allow_zero):
         raise CommandError(f"{what}: must be a positive amount of USD, got {value!r}")
+    if amount > MAX_USD:
+        raise CommandError(f"{what}: must be at most {MAX_USD} USD, got {value!r}")
+    from billing.pricing import usd_to_nano
+
     try:
         return usd_to_nano(amount)
     except ValueError as exc:
         raise CommandError(f"{what}: {exc}") from exc
 
 
+def usd(option: str) -> Callable[[str], int]:
+    """A positive USD amount (at most 9 decimals), parsed to nano-USD."""
+    return _numeric(lambda value: parse_usd(value, what=option))
+
+
 def get_org(name: str) -> Organization:
+    from accounts.models import Organization
+
     try:
         return Organization.objects.get(name=name)
     except Organization.DoesNotExist as exc:
         raise CommandError(f"unknown organization {name!r}") from exc
+
+
+def main(argv: Sequence[str]) -> None:
+    """manage.py: Django's command line, with parse-time CommandErrors as one line."""
+    from django.core.management import execute_from_command_line
+
+    try:
+        execute_from_command_line(list(argv))
+    except CommandError as exc:
+        if "--traceback" in argv:
+            raise
+        sys.stderr.write(f"CommandError: {exc}\n")
+        sys.exit(exc.returncode or 1)

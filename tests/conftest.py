@@ -12,15 +12,11 @@ import pytest
 
 from tests import services
 
-_REDIS_KEY = pytest.StashKey[services.RedisServer]()
-
 
 def pytest_configure(config: pytest.Config) -> None:
     """Start the session's private Redis before any test module is imported (modules derive
     their URLs from it) and point the app's settings at it. See tests/services.py."""
-    server = services.RedisServer.start()
-    config.stash[_REDIS_KEY] = server
-    os.environ[services.ENV_URL] = server.url(services.REDIS_DB_APP)
+    server = services.session_server()  # may have started already (tests/services.py)
     from django.conf import settings
 
     if services.production_shape():
@@ -45,9 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    server = config.stash.get(_REDIS_KEY, None)
-    if server is not None:
-        server.stop()
+    services.stop_session_server()
 
 
 @pytest.fixture(scope="session")

@@ -115,15 +115,33 @@ class RedisServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+_session_server: RedisServer | None = None
+
+
+def session_server() -> RedisServer:
+    """The session's private Redis, started on first use.
+
+    First use may come before the root conftest's pytest_configure: pytest imports the
+    conftest files of the paths on its command line first (`pytest tests/limits`), and those
+    derive their URLs at import. Whoever asks first starts it; the root conftest stops it.
+    """
+    global _session_server
+    if _session_server is None:
+        _session_server = RedisServer.start()
+        os.environ[ENV_URL] = _session_server.url(REDIS_DB_APP)
+    return _session_server
+
+
+def stop_session_server() -> None:
+    global _session_server
+    if _session_server is not None:
+        server, _session_server = _session_server, None
+        server.stop()
+
+
 def redis_url(db: int) -> str:
     """A database of the session's private Redis server."""
-    base = os.environ.get(ENV_URL)
-    if not base:
-        raise ServiceError(
-            f"{ENV_URL} is not set: the session's private Redis was not started "
-            "(run the suite through pytest with the root conftest)"
-        )
-    return base.rsplit("/", 1)[0] + f"/{db}"
+    return session_server().url(db)
 
 
 def production_shape() -> bool:

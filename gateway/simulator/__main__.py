@@ -1,11 +1,15 @@
-"""python -m gateway.simulator --port P [--host 127.0.0.1] [--api-key K]"""
+"""python -m gateway.simulator --port P|auto [--host 127.0.0.1] [--api-key K]"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import sys
 
+from django.core.management.base import CommandError
+
+from ezat.cli import port
 from gateway.simulator.app import serve
 
 
@@ -15,13 +19,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="EZAT upstream simulator (Anthropic Messages API with scripted faults).",
     )
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8787, help="0 picks a free port")
+    parser.add_argument(
+        "--port", type=port("--port"), default=8787, help="1-65535, or auto for a free port"
+    )
     parser.add_argument(
         "--api-key",
         default=os.environ.get("EZAT_SIM_API_KEY") or None,
         help="require this key (x-api-key or Bearer); default: no auth",
     )
-    return parser.parse_args(argv)
+    try:
+        return parser.parse_args(argv)
+    except CommandError as exc:  # raised by a `type=` parser: one line, no traceback
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
+        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,7 @@ API_KEY = "sk-sim-cli"
 def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     """Start a simulator process on a free port; returns it and its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, *args, "--port", "0", "--api-key", API_KEY],
+        [sys.executable, *args, "--port", "auto", "--api-key", API_KEY],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

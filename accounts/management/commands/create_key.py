@@ -3,17 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import AccountsError, create_api_key
-from ezat.cli import get_org, parse_usd
-
-
-def _rpm(value: str) -> int:
-    try:
-        rpm = int(value)
-    except ValueError as exc:
-        raise CommandError(f"--rpm: {value!r} is not an integer") from exc
-    if rpm < 1:
-        raise CommandError("--rpm must be at least 1")
-    return rpm
+from ezat.cli import get_org, positive_int, usd
 
 
 class Command(BaseCommand):
@@ -22,23 +12,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("org_name")
         parser.add_argument("--name", default="")
-        parser.add_argument("--rpm", type=_rpm)
-        parser.add_argument("--spend-cap-usd")
+        parser.add_argument("--rpm", type=positive_int("--rpm"))
+        parser.add_argument("--spend-cap-usd", type=usd("--spend-cap-usd"))
 
     def handle(self, *args: object, **options: object) -> None:
         org = get_org(str(options["org_name"]))
-        cap = options["spend_cap_usd"]
-        cap_nano = (
-            parse_usd(str(cap), what="--spend-cap-usd", allow_zero=True)
-            if cap is not None
-            else None
-        )
         try:
             new = create_api_key(
                 org=org,
                 name=str(options["name"]),
                 rpm_limit=options["rpm"],  # type: ignore[arg-type]
-                spend_cap_nano=cap_nano,
+                spend_cap_nano=options["spend_cap_usd"],  # type: ignore[arg-type]
             )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc

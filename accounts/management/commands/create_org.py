@@ -5,7 +5,7 @@ from django.db import transaction
 
 from accounts.services import AccountsError, create_org
 from billing.services import grant_credit
-from ezat.cli import parse_usd
+from ezat.cli import usd
 
 
 class Command(BaseCommand):
@@ -13,17 +13,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
-        parser.add_argument("--credit-usd")
+        parser.add_argument("--credit-usd", type=usd("--credit-usd"))
 
     def handle(self, *args: object, **options: object) -> None:
-        credit = options["credit_usd"]
-        amount = parse_usd(str(credit), what="--credit-usd") if credit is not None else None
+        amount = options["credit_usd"]
         try:
             with transaction.atomic():
                 org = create_org(name=str(options["name"]))
                 if amount:
                     grant_credit(
-                        org=org, amount_nano=amount, memo="initial credit", created_by="cli"
+                        org=org,
+                        amount_nano=amount,  # type: ignore[arg-type] memo="initial credit", created_by="cli"
                     )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from billing.services import grant_credit
 from ezat import money
-from ezat.cli import get_org, parse_usd
+from ezat.cli import get_org, usd
 
 
 class Command(BaseCommand):
@@ -12,12 +12,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("org_name")
-        parser.add_argument("amount_usd")
+        parser.add_argument("amount_usd", type=usd("amount"))
         parser.add_argument("--memo", default="")
 
     def handle(self, *args: object, **options: object) -> None:
         org = get_org(str(options["org_name"]))
-        amount = parse_usd(str(options["amount_usd"]), what="amount")
+        amount = int(str(options["amount_usd"]))
         entry = grant_credit(
             org=org, amount_nano=amount, memo=str(options["memo"]), created_by="cli"
         )

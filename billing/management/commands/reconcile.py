@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.models import Organization
 from billing.reconcile import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, ReconcileError, reconcile_all
 from billing.selectors import usd_string
+from ezat.cli import positive_int
 
 
 class Command(BaseCommand):
@@ -17,11 +18,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--batch-size",
-            type=int,
+            type=positive_int("--batch-size", maximum=MAX_BATCH_SIZE),
             default=DEFAULT_BATCH_SIZE,
             help=f"records per transaction (1-{MAX_BATCH_SIZE}, default {DEFAULT_BATCH_SIZE})",
         )
-        parser.add_argument("--max-batches", type=int, default=None, help="stop after N batches")
+        parser.add_argument(
+            "--max-batches",
+            type=positive_int("--max-batches"),
+            default=None,
+            help="stop after N batches",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         batch_size = int(str(options["batch_size"]))

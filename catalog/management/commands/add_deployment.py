@@ -4,16 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.services import CatalogDataError, upsert_deployment
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise CommandError(f"{value!r} is not an integer") from exc
-    if number < 1:
-        raise CommandError(f"{value!r} must be at least 1")
-    return number
+from ezat.cli import positive_int
 
 
 class Command(BaseCommand):
@@ -24,8 +15,8 @@ class Command(BaseCommand):
         parser.add_argument("--url", required=True)
         parser.add_argument("--api-key", required=True)
         parser.add_argument("--model", action="append", default=[], dest="models")
-        parser.add_argument("--weight", type=_positive)
-        parser.add_argument("--max-concurrency", type=_positive)
+        parser.add_argument("--weight", type=positive_int("--weight"))
+        parser.add_argument("--max-concurrency", type=positive_int("--max-concurrency"))
 
     def handle(self, *args: object, **options: object) -> None:
         if not str(options["api_key"]).strip():

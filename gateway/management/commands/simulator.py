@@ -1,4 +1,4 @@
-"""python manage.py simulator --port P [--host H] [--api-key K]
+"""python manage.py simulator --port P|auto [--host H] [--api-key K]
 
 Runs the same server as ``python -m gateway.simulator``; Django is only the launcher here.
 """
@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ezat.cli import port
 from gateway.simulator.app import serve
 
 
@@ -20,7 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8787, help="0 picks a free port")
+        parser.add_argument(
+            "--port", type=port("--port"), default=8787, help="1-65535, or auto for a free port"
+        )
         parser.add_argument(
             "--api-key", default=None, help="require this key (x-api-key or Bearer)"
         )
