@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.sizes import format_size
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -117,7 +118,7 @@ class ApiRequest:
 def _too_large(max_bytes: int) -> GatewayError:
     return GatewayError(
         413,
-        f"request body is larger than {max_bytes // (1024 * 1024)} MB",
+        f"request body is larger than {format_size(max_bytes)}",
         type_="request_too_large",
     )
 

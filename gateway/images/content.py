@@ -9,20 +9,10 @@ from typing import Final
 
 from gateway.images.errors import MESSAGE_NOT_IMAGE, ImageContentError
 from gateway.protocols.media import sniff_media_type
+from gateway.sizes import format_size
 
-MIB: Final = 1024 * 1024
-KIB: Final = 1024
 # Enough bytes to recognise every supported format (WebP needs 12).
 SNIFF_BYTES: Final = 12
-
-
-def format_size(limit: int) -> str:
-    """ "10 MB" for the documented limits; exact units for the small limits tests use."""
-    if limit % MIB == 0:
-        return f"{limit // MIB} MB"
-    if limit % KIB == 0:
-        return f"{limit // KIB} KB"
-    return f"{limit} bytes"
 
 
 def image_too_large(limit: int) -> ImageContentError:
