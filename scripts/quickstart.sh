@@ -1,12 +1,47 @@
 #!/usr/bin/env bash
 # `make run`: set up everything on the embedded default (SQLite, in-process limits, eager tasks)
 # and start the gateway on :8000 in front of the simulator (or Anthropic if ANTHROPIC_API_KEY is set).
+#
+# Re-runnable: ports are checked before anything starts (naming the process holding one); the
+# simulator and uvicorn are children of this script, never exec'd over it, and the trap stops
+# them on every exit (Ctrl-C, TERM, HUP, an error); logs go to var/log/; the logins and the API
+# key are in var/demo-credentials.txt (mode 600), printed on every run; each run replaces the
+# previous run's quickstart key instead of adding one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
-PY=.venv/bin/python
 PORT=${PORT:-8000}
 SIM_PORT=${SIM_PORT:-8787}
+VAR_DIR=${VAR_DIR:-var}
+CREDENTIALS=$VAR_DIR/demo-credentials.txt
+LOGS=$VAR_DIR/log
+
+ports=("PORT=$PORT")
+[ -z "${ANTHROPIC_API_KEY:-}" ] && ports+=("SIM_PORT=$SIM_PORT")
+python3 scripts/check_ports.py "${ports[@]}" || exit 1
+
+bash scripts/bootstrap.sh
+PY=.venv/bin/python
+mkdir -p "$LOGS"
+
+CHILDREN=()
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM HUP
+    if [ ${#CHILDREN[@]} -gt 0 ]; then
+        kill -TERM "${CHILDREN[@]}" 2>/dev/null || true
+        for pid in "${CHILDREN[@]}"; do  # bounded: a child that ignores TERM gets KILL
+            for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            kill -KILL "$pid" 2>/dev/null || true
+        done
+        wait 2>/dev/null || true
+        echo "==> stopped"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 echo "==> migrating the database and loading the catalog"
 $PY manage.py migrate --noinput -v0
@@ -15,31 +50,28 @@ $PY manage.py load_catalog
 if ! $PY manage.py balance demo >/dev/null 2>&1; then
     $PY manage.py create_org demo --credit-usd 100 >/dev/null
 fi
-KEY=$($PY manage.py create_key demo --name quickstart | tail -n 1)
-$PY manage.py ensure_demo_users
+KEY=$($PY manage.py create_key demo --name quickstart --replace | tail -n 1)
+$PY manage.py ensure_demo_users --credentials "$CREDENTIALS" --api-key "$KEY"
 
-SIM_PID=""
-cleanup() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     $PY manage.py add_deployment anthropic --url https://api.anthropic.com --api-key "$ANTHROPIC_API_KEY" >/dev/null
     $PY manage.py set_deployment simulator --disable >/dev/null 2>&1 || true
     UPSTREAM="Anthropic (api.anthropic.com)"
 else
     SIM_KEY=$($PY -c 'import secrets; print("sk-sim-" + secrets.token_urlsafe(16))')
-    $PY -m gateway.simulator --port "$SIM_PORT" --api-key "$SIM_KEY" >/tmp/ezat-simulator.log 2>&1 &
-    SIM_PID=$!
+    $PY -m gateway.simulator --port "$SIM_PORT" --api-key "$SIM_KEY" >"$LOGS/simulator.log" 2>&1 &
+    CHILDREN+=($!)
     $PY manage.py add_deployment simulator --url "http://127.0.0.1:$SIM_PORT" --api-key "$SIM_KEY" >/dev/null
     $PY manage.py set_deployment anthropic --disable >/dev/null 2>&1 || true
-    UPSTREAM="the simulator on :$SIM_PORT (set ANTHROPIC_API_KEY to use Anthropic)"
+    UPSTREAM="the simulator on :$SIM_PORT, log $LOGS/simulator.log (set ANTHROPIC_API_KEY to use Anthropic)"
 fi
 
 cat <<MSG
 
 EZAT Router is starting on http://127.0.0.1:$PORT — upstream: $UPSTREAM
 
-Your API key (shown once):
-  $KEY
+Credentials ($CREDENTIALS, mode 600):
+$(sed -e '/^#/d' -e 's/^/  /' "$CREDENTIALS")
 
 Try it:
   curl http://127.0.0.1:$PORT/v1/messages -H "x-api-key: $KEY" -H 'content-type: application/json' \\
@@ -52,8 +84,12 @@ With the openai SDK:
         messages=[{"role": "user", "content": "Hello!"}]).choices[0].message.content)
 
 Dashboard: http://127.0.0.1:$PORT/dashboard/   Operator console: http://127.0.0.1:$PORT/admin/
-(logins printed above by ensure_demo_users)
+Stop with Ctrl-C (the simulator stops with it).
 MSG
 
-exec .venv/bin/uvicorn ezat.asgi:application --host 127.0.0.1 --port "$PORT" \
-    --loop uvloop --http httptools --no-access-log
+# Not exec'd: this shell stays to run the trap. uvicorn runs in the background so the shell
+# can take signals while it waits.
+.venv/bin/uvicorn ezat.asgi:application --host 127.0.0.1 --port "$PORT" \
+    --loop uvloop --http httptools --no-access-log &
+CHILDREN+=($!)
+wait "${CHILDREN[-1]}"

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
-from accounts.services import AccountsError, create_api_key
+from accounts.models import ApiKey
+from accounts.services import AccountsError, create_api_key, revoke_api_key
 from ezat.cli import get_org, positive_int, usd
 
 
@@ -14,16 +16,29 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="")
         parser.add_argument("--rpm", type=positive_int("--rpm"))
         parser.add_argument("--spend-cap-usd", type=usd("--spend-cap-usd"))
+        parser.add_argument(
+            "--replace",
+            action="store_true",
+            help="revoke the org's active keys of the same --name (re-runs do not pile keys up)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         org = get_org(str(options["org_name"]))
+        name = str(options["name"])
+        if options["replace"] and not name:
+            raise CommandError("--replace needs --name (the keys it replaces)")
         try:
-            new = create_api_key(
-                org=org,
-                name=str(options["name"]),
-                rpm_limit=options["rpm"],  # type: ignore[arg-type]
-                spend_cap_nano=options["spend_cap_usd"],  # type: ignore[arg-type]
-            )
+            with transaction.atomic():
+                if options["replace"]:
+                    old = ApiKey.objects.filter(org=org, name=name, revoked_at__isnull=True)
+                    for key in old:
+                        revoke_api_key(key=key)
+                new = create_api_key(
+                    org=org,
+                    name=name,
+                    rpm_limit=options["rpm"],  # type: ignore[arg-type]
+                    spend_cap_nano=options["spend_cap_usd"],  # type: ignore[arg-type]
+                )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"key {new.key.prefix}… created for {org.name}; store it now:")
