@@ -36,6 +36,12 @@ async def reset(request: web.Request) -> web.Response:
     return json_response({"ok": True})
 
 
+async def release(request: web.Request) -> web.Response:
+    """End every scripted pause in progress (streams held open by a test)."""
+    request.app[STATE].release_pauses()
+    return json_response({"ok": True})
+
+
 async def add_script(request: web.Request) -> web.Response:
     try:
         payload = orjson.loads(await request.read())
@@ -101,6 +107,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/requests", list_requests)
     app.router.add_post("/_sim/reset", reset)
+    app.router.add_post("/_sim/release", release)
     app.router.add_post("/_sim/script", add_script)
     app.router.add_get("/_sim/script", get_script)
     app.router.add_delete("/_sim/script", clear_script)

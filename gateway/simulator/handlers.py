@@ -154,7 +154,7 @@ async def _json(
         return web.Response(body=payload, content_type="application/json", headers=extra)
     # Stream-shaped faults on a non-streaming request, mapped to their nearest JSON equivalent.
     if fault.pause_after_events is not None:
-        await asyncio.sleep(fault.pause)
+        await request.app[STATE].pause(fault.pause)
     if fault.error_after_events is not None:
         error_type, text = _fault_error(fault)
         return error_response(status_for(error_type), text, ctx.request_id, error_type=error_type)
@@ -213,7 +213,7 @@ async def _write_with_faults(
             return True
         if sent == pause_at:
             # Silence: no pings either, so client-side idle timeouts fire.
-            await asyncio.sleep(fault.pause)
+            await request.app[STATE].pause(fault.pause)
         elif fault.event_delay and 0 < sent < total:
             await asyncio.sleep(fault.event_delay)
         if sent < total:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
@@ -45,6 +47,9 @@ class SimState:
     stats: Counter[tuple[str, str]] = field(default_factory=Counter)
     gate: Gate | None = None
     _seq: int = 0
+    # Ends every scripted pause in progress (POST /_sim/release): a test that holds streams
+    # open lets them go when it is done, instead of guessing a pause long enough under load.
+    _release: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.cache = PromptCache(clock=self.clock)
@@ -92,6 +97,17 @@ class SimState:
 
     def clock_view(self) -> dict[str, Any]:
         return {"now": self.clock(), "simulated": self.clock.simulated}
+
+    async def pause(self, seconds: float) -> None:
+        """A scripted pause: `seconds`, or until the pauses are released, whichever is first."""
+        release = self._release
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await release.wait()
+
+    def release_pauses(self) -> None:
+        self._release.set()
+        self._release = asyncio.Event()
 
     def reset(self) -> None:
         self.records.clear()

@@ -94,12 +94,16 @@ class SimulatorThread:
     # -- control API helpers ---------------------------------------------------------------
 
     def _control(self, method: str, path: str, json: Any = None) -> Any:
-        response = httpx.request(method, f"{self.url}/_sim/{path}", json=json, timeout=10)
+        response = httpx.request(method, f"{self.url}/_sim/{path}", json=json, timeout=60)
         response.raise_for_status()
         return response.json()
 
     def reset(self) -> None:
         self._control("POST", "reset")
+
+    def release(self) -> None:
+        """End every scripted pause in progress."""
+        self._control("POST", "release")
 
     def script(self, *faults: dict[str, Any]) -> int:
         """Append fault entries; returns how many are pending."""

@@ -2,13 +2,14 @@
 gets 529 `overloaded_error` (/v1) or 503 (/openai/v1) with `retry-after`, and no upstream sees it.
 
 Slots are held by streams that pause right after their first token (no start deadline applies
-once a stream is committed). The serve-all deployment also serves the lab's model, so its slots
+once a stream is committed) until the test releases them (`/_sim/release`): nothing depends on
+how fast a loaded machine fills the slots. The serve-all deployment also serves the lab's model, so its slots
 are filled too, by as many paused streams as it has slots: nothing in the catalog is changed.
 """
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -20,13 +21,13 @@ import pytest
 from gateway.simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
-# Long enough to fill ~100 slots on a loaded machine before the first hold ends; x and y are
-# held first, so they hold longer.
-HOLD_SECONDS = 7.0
-FIRST_HOLD_SECONDS = 9.0
+# An upper bound only: the holds end when the test releases them.
+HOLD_SECONDS = 600.0
+DEADLINE = 120.0  # for each wait on a condition (tests/waiting.py)
 MAX_HELD = 300  # sanity bound on the serve-all slots this test is willing to fill
 
 
@@ -43,16 +44,27 @@ def paused_stream(lab: Lab, session: str, marker: str) -> tuple[int, str]:
         lab.stack.url + "/v1/messages",
         headers={"x-api-key": lab.key.secret, "x-ezat-session": session},
         json={"model": lab.model, "max_tokens": 16, "stream": True, "messages": user(marker)},
-        timeout=30,
+        timeout=HOLD_SECONDS,
     ) as response:
         return response.status_code, response.read().decode()
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 4.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    wait_for(condition, DEADLINE, what=what)
+
+
+def _release(lab: Lab) -> None:
+    for sim in lab.all_sims().values():
+        sim.release()
+
+
+@contextlib.contextmanager
+def _released(lab: Lab) -> Iterator[None]:
+    """Whatever happens, the held streams end (else the pool waits out HOLD_SECONDS)."""
+    try:
+        yield
+    finally:
+        _release(lab)
 
 
 def test_full_deployment_skipped_and_all_full_is_overloaded(
@@ -65,13 +77,13 @@ def test_full_deployment_skipped_and_all_full_is_overloaded(
     held = sum(d.max_concurrency for d in lab.serve_all)
     assert held <= MAX_HELD
     pause = {"pause_after_events": 4, "pause": HOLD_SECONDS}
-    first = {"pause_after_events": 4, "pause": FIRST_HOLD_SECONDS}
+    first = pause
     lab.sims["x"].script({**first, "match": f"{lab.token} hold-x"})
     lab.sims["y"].script({**first, "match": f"{lab.token} hold-y"})
     for sim in serve_all.values():
         sim.script({**pause, "match": f"{lab.token} hold-all", "times": held})
 
-    with ThreadPoolExecutor(held + 2) as pool:
+    with ThreadPoolExecutor(held + 2) as pool, _released(lab):
         hold_x = pool.submit(paused_stream, lab, xy, f"{lab.token} hold-x")
         wait_until(lambda: lab.received("x", "hold-x") == 1, "x to be busy")
 
@@ -102,7 +114,7 @@ def test_full_deployment_skipped_and_all_full_is_overloaded(
             refused = sum(1 for h in holds if h.done() and h.result()[0] == 529)
             return arrived + refused == held
 
-        wait_until(serve_all_full, "the serve-all deployments to be full", timeout=6.0)
+        wait_until(serve_all_full, "the serve-all deployments to be full")
 
         with pytest.raises(anthropic.APIStatusError) as overloaded:
             lab.anthropic(session=xy).messages.create(
@@ -120,6 +132,7 @@ def test_full_deployment_skipped_and_all_full_is_overloaded(
         for label in lab.all_sims():
             assert lab.received(label, "probe") == 0, label
 
+        _release(lab)
         results = [hold_x.result(), hold_y.result(), *(h.result() for h in holds)]
     # Every hold was admitted and streamed to the end, except any refused as over capacity.
     assert all(status in (200, 529) for status, _ in results)
