@@ -8,12 +8,14 @@ suffix so these rows never collide with other tests in the same session.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +40,7 @@ SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 PASSWORD = "browser-pass-2468"
 SIM_KEY = "sk-sim-browser-" + secrets.token_hex(4)
 
+EXPECT_MS = 30_000  # Playwright's waits: generous for a loaded 2-core box
 SERVER_ENV = {
     # Plain http on 127.0.0.1: cookies must not be Secure-only, and the app serves /static/.
     "SESSION_COOKIE_SECURE": "false",
@@ -58,7 +61,7 @@ if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded 2-core box
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited early:\n{log.read_text(errors='replace')[-4000:]}")
@@ -79,7 +82,7 @@ def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
 def _stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
-        process.wait(10)
+        process.wait(60)
     except subprocess.TimeoutExpired:
         process.kill()
 
@@ -89,6 +92,7 @@ class App:
     url: str
     org_id: int
     org_name: str
+    seed_cost_nano: int  # what the org's seeded usage costs once reconciled
     customer: str  # username of the org's owner
     operator: str  # username of a superuser
     blocker: Any
@@ -98,21 +102,29 @@ class App:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-def _seed(suffix: str, sim_url: str) -> tuple[int, str]:
-    """Catalog, the simulator as deployment, a customer org with credit and two weeks of usage."""
+def _seed(suffix: str, sim_url: str) -> tuple[int, str, int]:
+    """Catalog, the simulator as deployment, an operator, and the session's customer org."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+
+    call_command("load_catalog", verbosity=0)
+    call_command("add_deployment", "sim", url=sim_url, api_key=SIM_KEY, verbosity=0)
+    get_user_model().objects.create_superuser(f"operator-{suffix}", password=PASSWORD)
+    return seed_org(suffix)
+
+
+def seed_org(suffix: str) -> tuple[int, str, int]:
+    """A customer org (owner `customer-<suffix>`) with $10 credit and two weeks of usage.
+    Returns its id, its name and what the seeded usage costs (charged when the server's
+    reconciliation gets to it)."""
+    from django.contrib.auth import get_user_model
     from django.utils import timezone
 
     from accounts import services
     from billing.models import UsageRecord
     from billing.services import grant_credit
 
-    call_command("load_catalog", verbosity=0)
-    call_command("add_deployment", "sim", url=sim_url, api_key=SIM_KEY, verbosity=0)
-    User = get_user_model()
-    customer = User.objects.create_user(f"customer-{suffix}", password=PASSWORD)
-    User.objects.create_superuser(f"operator-{suffix}", password=PASSWORD)
+    customer = get_user_model().objects.create_user(f"customer-{suffix}", password=PASSWORD)
     org = services.create_org(name=f"Browser Co {suffix}")
     services.add_member(org=org, user=customer, role="owner")
     grant_credit(org=org, amount_nano=10_000_000_000, memo="welcome credit")
@@ -125,6 +137,7 @@ def _seed(suffix: str, sim_url: str) -> tuple[int, str]:
         "cacheWrite1h": "6",
     }
     now = timezone.now()
+    cost = 0
     for day in range(1, 14):
         for n, model in enumerate(("anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5")):
             if model.endswith("opus-5-5") and day % 3:
@@ -147,7 +160,8 @@ def _seed(suffix: str, sim_url: str) -> tuple[int, str]:
                 attempts=[{"deployment": "sim", "outcome": "ok"}],
             )
             UsageRecord.objects.filter(pk=record.pk).update(created_at=now - timedelta(days=day))
-    return org.pk, org.name
+            cost += record.cost_nano
+    return org.pk, org.name, cost
 
 
 @pytest.fixture(scope="session")
@@ -172,7 +186,7 @@ def app(
         sim_url = f"http://127.0.0.1:{sim_port}"
         _wait_for(sim_url + "/", simulator, sim_log, "simulator")
         with django_db_blocker.unblock():
-            org_id, org_name = _seed(suffix, sim_url)
+            org_id, org_name, seed_cost = _seed(suffix, sim_url)
             env["DATABASE_URL"] = database_url(connection.settings_dict)
         log = tmp / "server.log"
         server = _start(
@@ -196,6 +210,7 @@ def app(
             url=url,
             org_id=org_id,
             org_name=org_name,
+            seed_cost_nano=seed_cost,
             customer=f"customer-{suffix}",
             operator=f"operator-{suffix}",
             blocker=django_db_blocker,
@@ -225,8 +240,46 @@ def browser(app: App) -> Iterator[Any]:
 
 def new_page(browser: Any, width: int = 1320) -> Any:
     context = browser.new_context(viewport={"width": width, "height": 900})
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(EXPECT_MS)
     return context.new_page()
+
+
+@pytest.fixture
+def own_app(app: App) -> App:
+    """The app with a customer org of this test's own: a test that reads money or counts must
+    not see what other tests (or the server's reconciliation of their usage) did.
+
+    Seeded from another thread: Playwright's event loop runs in this one, and Django refuses
+    ORM calls from a thread with a running loop.
+    """
+    suffix = f"{os.getpid()}{secrets.token_hex(3)}"
+
+    def seed() -> tuple[int, str, int]:
+        from django.db import connection
+
+        try:
+            with app.blocker.unblock():
+                return seed_org(suffix)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        org_id, org_name, cost = pool.submit(seed).result()
+    return dataclasses.replace(
+        app,
+        org_id=org_id,
+        org_name=org_name,
+        seed_cost_nano=cost,
+        customer=f"customer-{suffix}",
+    )
+
+
+@pytest.fixture
+def own_customer_page(browser: Any, own_app: App) -> Iterator[Any]:
+    page = new_page(browser)
+    sign_in(page, own_app, own_app.customer)
+    yield page
+    page.context.close()
 
 
 @pytest.fixture
