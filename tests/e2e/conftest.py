@@ -112,7 +112,7 @@ def start_gateway(
         stderr=subprocess.STDOUT,
     )
     gateway = GatewayProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded 2-core box
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"gateway exited early:\n{gateway.log()}")

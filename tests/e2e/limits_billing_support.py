@@ -180,7 +180,7 @@ def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
 
 
 # --- waiting ----------------------------------------------------------------------------------
-def wait_for(check: Callable[[], Any], *, timeout: float = 10, what: str = "condition") -> Any:
+def wait_for(check: Callable[[], Any], *, timeout: float = 60, what: str = "condition") -> Any:
     """Poll until `check()` is truthy (records written after a disconnect drain, for instance)."""
     deadline = time.monotonic() + timeout
     while True:

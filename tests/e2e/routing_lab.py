@@ -206,7 +206,7 @@ def make_lab(
     return lab
 
 
-def wait_for_model(url: str, secret: str, model_id: str, timeout: float = 15.0) -> None:
+def wait_for_model(url: str, secret: str, model_id: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # The model lookup answers 200 once the gateway's catalog snapshot has the model.

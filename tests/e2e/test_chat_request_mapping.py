@@ -176,7 +176,7 @@ def small_output_model(stack: Stack) -> Iterator[str]:
         bump_catalog_version()
     try:
         api = client(stack, stack.new_key())
-        deadline = time.monotonic() + 10  # the e2e gateway polls the catalog every 0.5 s
+        deadline = time.monotonic() + 60  # the e2e gateway polls the catalog every 0.5 s
         while SMALL_MODEL not in {m.id for m in api.models.list()}:
             assert time.monotonic() < deadline, "the gateway never saw the new model"
             time.sleep(0.1)

@@ -4,7 +4,6 @@ stream=True, the stream() helper with tools), keep-alive pings, mid-stream error
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx
@@ -24,6 +23,7 @@ from tests.e2e.chat_support import (
     upstream,
 )
 from tests.e2e.conftest import Stack
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -303,11 +303,9 @@ def test_early_close_is_billed_with_estimated_output(e2e: Stack) -> None:
         if n == 3:
             break
     stream.close()
-    deadline = time.monotonic() + 15
-    while not (records := e2e.usage(org_id=key.org_id)):
-        assert time.monotonic() < deadline, "no usage record after the client closed"
-        time.sleep(0.2)
-    (record,) = records
+    (record,) = wait_for(
+        lambda: e2e.usage(org_id=key.org_id), 60, what="the usage record after the client closed"
+    )
     assert record.status == "client_disconnected"
     assert record.output_exact is False
     assert record.output_tokens > 0 and record.cost_nano > 0

@@ -291,7 +291,7 @@ def test_a_price_change_mid_request_bills_the_version_it_was_admitted_with(
         models = httpx.get(e2e.url + "/api/models").json()["data"]
         return any(m["id"] == model_id and m["priceVersion"] == new.pk for m in models)
 
-    wait_for(gateway_has_new_prices, timeout=10, what="the gateway to load the new prices")
+    wait_for(gateway_has_new_prices, timeout=60, what="the gateway to load the new prices")
     seen = time.monotonic()
     worker.join(60)
     assert not worker.is_alive()

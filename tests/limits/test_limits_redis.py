@@ -123,7 +123,7 @@ async def test_a_redis_that_stops_answering_times_out_and_the_next_call_reconnec
         started = time.monotonic()
         with pytest.raises(LimiterUnavailable):
             await lim.admit(req(hold_nano=1_000))
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 3  # the 0.2 s socket timeout, not a hang
         with pytest.raises(LimiterUnavailable):
             await lim.admit(req(hold_nano=1_000))
         fast = lim._redis().fast
@@ -228,7 +228,7 @@ async def test_redis_down_free_requests_fail_open_money_fails_closed(settings) -
             await lim.in_flight([1])
     finally:
         await lim.aclose()
-    assert time.monotonic() - started < 2  # no retry storm: every call fails fast
+    assert time.monotonic() - started < 5  # no retry storm: every call fails fast
 
 
 async def test_redis_down_fallback_keeps_per_process_slots(settings) -> None:
