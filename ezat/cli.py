@@ -78,9 +78,16 @@ def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
         raise CommandError(f"{what}: {exc}") from exc
 
 
-def usd(option: str) -> Callable[[str], int]:
-    """A positive USD amount (at most 9 decimals), parsed to nano-USD."""
-    return _numeric(lambda value: parse_usd(value, what=option))
+def usd(option: str) -> Callable[[str], str]:
+    """A positive USD amount (at most 9 decimals), checked; returned as given. The command
+    converts it with `parse_usd` in `handle`, so `call_command(..., credit_usd="5")` (whose
+    keyword options skip the parser) means the same as the command line."""
+
+    def parse(value: str) -> str:
+        parse_usd(value, what=option)
+        return value.strip()
+
+    return _numeric(parse)
 
 
 def get_org(name: str) -> Organization:

@@ -136,3 +136,23 @@ def test_the_real_command_line_prints_one_line(argv: list[str]) -> None:
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.django_db
+def test_call_command_keyword_amounts_mean_usd() -> None:
+    """call_command's keyword options skip the parsers: the commands still read them as USD."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from accounts.models import Organization
+    from billing.models import LedgerEntry
+
+    call_command("create_org", "Kw", credit_usd="12.5", stdout=StringIO())
+    org = Organization.objects.get(name="Kw")
+    assert org.balance_nano == 12_500_000_000
+    assert LedgerEntry.objects.get(org=org).memo == "initial credit"
+    out = StringIO()
+    call_command("create_key", "Kw", name="k", spend_cap_usd="5", rpm=10, stdout=out)
+    key = org.api_keys.get(name="k")
+    assert key.spend_cap_nano == 5_000_000_000 and key.rpm_limit == 10

@@ -5,7 +5,7 @@ from django.db import transaction
 
 from accounts.models import ApiKey
 from accounts.services import AccountsError, create_api_key, revoke_api_key
-from ezat.cli import get_org, positive_int, usd
+from ezat.cli import get_org, parse_usd, positive_int, usd
 
 
 class Command(BaseCommand):
@@ -24,6 +24,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         org = get_org(str(options["org_name"]))
+        cap = options["spend_cap_usd"]
+        cap_nano = parse_usd(str(cap), what="--spend-cap-usd") if cap is not None else None
         name = str(options["name"])
         if options["replace"] and not name:
             raise CommandError("--replace needs --name (the keys it replaces)")
@@ -37,7 +39,7 @@ class Command(BaseCommand):
                     org=org,
                     name=name,
                     rpm_limit=options["rpm"],  # type: ignore[arg-type]
-                    spend_cap_nano=options["spend_cap_usd"],  # type: ignore[arg-type]
+                    spend_cap_nano=cap_nano,
                 )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc

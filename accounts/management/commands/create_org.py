@@ -5,7 +5,7 @@ from django.db import transaction
 
 from accounts.services import AccountsError, create_org
 from billing.services import grant_credit
-from ezat.cli import usd
+from ezat.cli import parse_usd, usd
 
 
 class Command(BaseCommand):
@@ -16,14 +16,17 @@ class Command(BaseCommand):
         parser.add_argument("--credit-usd", type=usd("--credit-usd"))
 
     def handle(self, *args: object, **options: object) -> None:
-        amount = options["credit_usd"]
+        credit = options["credit_usd"]
+        amount = parse_usd(str(credit), what="--credit-usd") if credit is not None else None
         try:
             with transaction.atomic():
                 org = create_org(name=str(options["name"]))
                 if amount:
                     grant_credit(
                         org=org,
-                        amount_nano=amount,  # type: ignore[arg-type] memo="initial credit", created_by="cli"
+                        amount_nano=amount,
+                        memo="initial credit",
+                        created_by="cli",
                     )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc

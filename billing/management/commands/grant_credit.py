@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from billing.services import grant_credit
 from ezat import money
-from ezat.cli import get_org, usd
+from ezat.cli import get_org, parse_usd, usd
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         org = get_org(str(options["org_name"]))
-        amount = int(str(options["amount_usd"]))
+        amount = parse_usd(str(options["amount_usd"]), what="amount")
         entry = grant_credit(
             org=org, amount_nano=amount, memo=str(options["memo"]), created_by="cli"
         )
