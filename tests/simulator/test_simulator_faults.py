@@ -176,6 +176,7 @@ def test_pause_mid_stream(sim: SimulatorThread) -> None:
         f"{sim.url}/v1/messages",
         json={**BODY, "stream": True},
         headers={"x-api-key": API_KEY},
+        timeout=60,
     ) as resp:
         for line in resp.iter_lines():
             if line.startswith("event: "):
