@@ -232,6 +232,11 @@ def accept_invitation(
     return membership
 
 
+def _check_concurrency(value: int | None, what: str = "max concurrency") -> None:
+    if value is not None and value < 1:
+        raise AccountsError(f"{what} must be a positive integer")
+
+
 def create_api_key(
     *,
     org: Organization,
@@ -239,9 +244,11 @@ def create_api_key(
     rpm_limit: int | None = None,
     spend_cap_nano: int | None = None,
     created_by: AbstractBaseUser | None = None,
+    max_concurrency: int | None = None,
 ) -> NewKey:
     if rpm_limit is not None and rpm_limit < 1:
         raise AccountsError("rpm must be a positive integer")
+    _check_concurrency(max_concurrency)
     if spend_cap_nano is not None and spend_cap_nano < 0:
         raise AccountsError("spend cap must not be negative")
     secret = keys.generate()
@@ -251,15 +258,25 @@ def create_api_key(
         prefix=keys.display_prefix(secret),
         key_hash=keys.hash_key(secret),
         rpm_limit=rpm_limit,
+        max_concurrency=max_concurrency,
         spend_cap_nano=spend_cap_nano,
         created_by=created_by,
     )
     return NewKey(key=key, secret=secret)
 
 
+_KEEP: Any = object()
+
+
 def update_api_key_limits(
-    *, key: ApiKey, rpm_limit: int | None, spend_cap_nano: int | None, name: str | None = None
+    *,
+    key: ApiKey,
+    rpm_limit: int | None,
+    spend_cap_nano: int | None,
+    name: str | None = None,
+    max_concurrency: int | None = _KEEP,
 ) -> ApiKey:
+    """Writes both money/rate limits; the concurrency limit only when given (None clears it)."""
     if rpm_limit is not None and rpm_limit < 1:
         raise AccountsError("rpm must be a positive integer")
     if spend_cap_nano is not None and spend_cap_nano < 0:
@@ -267,6 +284,10 @@ def update_api_key_limits(
     key.rpm_limit = rpm_limit
     key.spend_cap_nano = spend_cap_nano
     fields = ["rpm_limit", "spend_cap_nano"]
+    if max_concurrency is not _KEEP:
+        _check_concurrency(max_concurrency)
+        key.max_concurrency = max_concurrency
+        fields.append("max_concurrency")
     if name is not None:
         key.name = name.strip()
         fields.append("name")
@@ -308,6 +329,7 @@ def patch_api_key(
     name: str | None = None,
     rpm_limit: int | None = _UNSET,
     spend_cap_nano: int | None = _UNSET,
+    max_concurrency: int | None = _UNSET,
 ) -> ApiKey:
     """Change only what was given (None clears a limit), under a row lock.
 
@@ -320,7 +342,16 @@ def patch_api_key(
         rpm_limit=locked.rpm_limit if rpm_limit is _UNSET else rpm_limit,
         spend_cap_nano=locked.spend_cap_nano if spend_cap_nano is _UNSET else spend_cap_nano,
         name=name,
+        max_concurrency=_KEEP if max_concurrency is _UNSET else max_concurrency,
     )
+
+
+def set_org_concurrency(*, org: Organization, max_concurrency: int | None) -> Organization:
+    """The org's limit of requests in flight across its keys (None = the default)."""
+    _check_concurrency(max_concurrency)
+    org.max_concurrency = max_concurrency
+    org.save(update_fields=["max_concurrency"])
+    return org
 
 
 @transaction.atomic

@@ -284,6 +284,7 @@ class DeploymentAdminForm(forms.ModelForm):
             "weight",
             "enabled",
             "max_concurrency",
+            "fair_share",
             "serves_all_models",
         )
 
@@ -348,6 +349,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "enabled",
         "weight",
         "max_concurrency",
+        "fair_share",
         "api_key_hint",
         "live_state",
     )
@@ -364,6 +366,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "weight",
         "enabled",
         "max_concurrency",
+        "fair_share",
         "serves_all_models",
         "live_state",
         "created_at",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from catalog import crypto
@@ -144,6 +144,14 @@ class Deployment(models.Model):
     weight = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     enabled = models.BooleanField(default=True)
     max_concurrency = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1)])
+    fair_share = models.FloatField(
+        default=0.5,
+        validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text=(
+            "The most of max_concurrency one organization may hold while another is active "
+            "on this deployment (holds a slot or was refused one recently); 1 = no share rule."
+        ),
+    )
     serves_all_models = models.BooleanField(
         default=True, help_text="Serve every catalog model (upstream id = id without provider/)."
     )

@@ -285,6 +285,7 @@ def upsert_deployment(
     weight: int | None = None,
     max_concurrency: int | None = None,
     kind: str = Deployment.Kind.ANTHROPIC,
+    fair_share: float | None = None,
 ) -> tuple[Deployment, bool]:
     """Create or update a deployment. No model ids = it serves every catalog model."""
     model_ids = list(model_ids)
@@ -305,6 +306,8 @@ def upsert_deployment(
         deployment.weight = weight
     if max_concurrency is not None:
         deployment.max_concurrency = max_concurrency
+    if fair_share is not None:
+        deployment.fair_share = fair_share
     deployment.full_clean(exclude=["api_key_encrypted", "api_key_hint"])
     deployment.save()
     deployment.models.exclude(model_id__in=model_ids).delete()

@@ -37,6 +37,8 @@ class DeploymentInfo:
     api_key: str = field(repr=False)
     weight: int
     max_concurrency: int
+    # The share rule's fraction (gateway.limits.common.share_caps); 1.0 = no share rule.
+    fair_share: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +212,7 @@ def build_snapshot() -> CatalogSnapshot:
             api_key=api_key,
             weight=d.weight,
             max_concurrency=d.max_concurrency,
+            fair_share=d.fair_share,
         )
     explicit: dict[str, list[Route]] = {}
     for link in DeploymentModel.objects.filter(deployment_id__in=infos).select_related("model"):

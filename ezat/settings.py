@@ -238,6 +238,21 @@ EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5
 EZAT_MONEY_RESEED_SECONDS = env.float("EZAT_MONEY_RESEED_SECONDS", default=30.0)
 EZAT_LIMITS_REDIS_PREFIX = env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
 EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
+# Requests in flight of keys / orgs without their own limit (0 = no limit).
+EZAT_DEFAULT_KEY_CONCURRENCY = env.int("EZAT_DEFAULT_KEY_CONCURRENCY", default=0)
+EZAT_DEFAULT_ORG_CONCURRENCY = env.int("EZAT_DEFAULT_ORG_CONCURRENCY", default=0)
+# Slot and concurrency leases: a live request's process extends them every heartbeat; a crashed
+# process's leases stop counting at most one lease after its last beat.
+EZAT_SLOT_LEASE_SECONDS = env.float("EZAT_SLOT_LEASE_SECONDS", default=20.0)
+EZAT_SLOT_HEARTBEAT_SECONDS = env.float("EZAT_SLOT_HEARTBEAT_SECONDS", default=5.0)
+# Fair share (per deployment, Deployment.fair_share): an org refused a slot stays "active" (waiting)
+# on that deployment this long; an org alone may not take the last HEADROOM of its capacity.
+EZAT_FAIR_SHARE_ACTIVE_SECONDS = env.float("EZAT_FAIR_SHARE_ACTIVE_SECONDS", default=15.0)
+EZAT_FAIR_SHARE_HEADROOM = env.float("EZAT_FAIR_SHARE_HEADROOM", default=0.1)
+if EZAT_SLOT_HEARTBEAT_SECONDS * 2 > EZAT_SLOT_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "EZAT_SLOT_HEARTBEAT_SECONDS must be at most half of EZAT_SLOT_LEASE_SECONDS"
+    )
 # Signed thinking blocks kept for OpenAI-format tool loops.
 EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
 # Image URLs: loopback hosts are refused unless a test turns this on.

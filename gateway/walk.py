@@ -132,13 +132,14 @@ class ChainWalk:
                 )
                 for c, _ in plan
             )
-        candidates: tuple[tuple[int, int], ...] = ()
+        candidates: tuple[tuple[int, int, float], ...] = ()
         if billable:
-            seen: dict[int, int] = {}
+            seen: dict[int, tuple[int, int, float]] = {}
             for _, order in plan:
                 for r in order:
-                    seen.setdefault(r.deployment.id, r.deployment.max_concurrency)
-            candidates = tuple(seen.items())
+                    d = r.deployment
+                    seen.setdefault(d.id, (d.id, d.max_concurrency, d.fair_share))
+            candidates = tuple(seen.values())
         admitted = await limits.get_limiter().admit(
             limits.AdmitRequest(
                 request_id=self.limits_id,
@@ -148,6 +149,9 @@ class ChainWalk:
                 spend_cap_nano=self.key.spend_cap_nano,
                 hold_nano=self.hold_nano,
                 candidates=candidates,
+                # Counted for inference only (requests that take a slot), like slots.
+                key_concurrency=self.key.key_concurrency if billable else None,
+                org_concurrency=self.key.org_concurrency if billable else None,
             )
         )
         self.rate = admitted.rate
@@ -246,7 +250,14 @@ class ChainWalk:
             route = order[position]
             dep = route.deployment
             if self._uses_slots and self._slot != dep.id:
-                if not await limiter.acquire_slot(self.limits_id, dep.id, dep.max_concurrency):
+                taken = await limiter.acquire_slot(
+                    self.limits_id,
+                    dep.id,
+                    dep.max_concurrency,
+                    org_id=self.key.org_id,
+                    share=dep.fair_share,
+                )
+                if not taken:
                     self.attempts.append(
                         {"model": self.model.id, "deployment": dep.name, "outcome": "full"}
                     )

@@ -214,6 +214,7 @@ class ApiKeyListView(OrgScopedAPIView):
                 org=self.org,
                 name=data["name"],
                 rpm_limit=data["rpm_limit"],
+                max_concurrency=data["max_concurrency"],
                 spend_cap_nano=data["spend_cap_usd"],
                 # A management key is not a person; its actions are attributed in the log line.
                 created_by=None if access.via_management_key else request.user,
@@ -259,6 +260,8 @@ class ApiKeyDetailView(OrgScopedAPIView):
             changes["name"] = data["name"]
         if "rpm_limit" in data:
             changes["rpm_limit"] = data["rpm_limit"]
+        if "max_concurrency" in data:
+            changes["max_concurrency"] = data["max_concurrency"]
         if "spend_cap_usd" in data:
             changes["spend_cap_nano"] = data["spend_cap_usd"]
         if changes:

@@ -236,6 +236,40 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
             ),
             exc.rate,
         )
+    if isinstance(exc, limits.ConcurrencyLimited):
+        who = "key" if exc.scope == "key" else "organization"
+        return (
+            GatewayError(
+                429,
+                f"{who} concurrency limit of {exc.limit} requests in flight reached; "
+                "retry when one of them ends",
+                type_="rate_limit_error",
+                headers={"retry-after": str(exc.retry_after)},
+            ),
+            exc.rate,
+        )
+    if isinstance(exc, limits.FairShareLimited):
+        if exc.shared:
+            message = (
+                f"fair share limit reached: while other organizations are using this model's "
+                f"deployments, one organization may hold at most {exc.cap} of their "
+                f"{exc.max_concurrency} requests in flight; retry shortly"
+            )
+        else:
+            message = (
+                f"fair share limit reached: one organization may hold at most {exc.cap} of "
+                f"this model's {exc.max_concurrency} requests in flight per deployment (the rest "
+                "is kept free for other organizations); retry shortly"
+            )
+        return (
+            GatewayError(
+                429,
+                message,
+                type_="rate_limit_error",
+                headers={"retry-after": str(exc.retry_after)},
+            ),
+            exc.rate,
+        )
     if isinstance(exc, limits.InsufficientFunds):
         message = (
             "this key's monthly spend cap would be exceeded by this request"

@@ -293,7 +293,12 @@ async def test_key_layout_is_prefixed_and_bounded(prefix: str, raw, settings) ->
             f"{prefix}org:1:hold",
             f"{prefix}kmon:1:{month}",
             f"{prefix}slots:5",
+            f"{prefix}slots:5:o:1",
+            f"{prefix}slots:5:orgs",
         }
+        lease = int(settings.EZAT_SLOT_LEASE_SECONDS * 1000)
+        for key in ("slots:5", "slots:5:o:1", "slots:5:orgs"):
+            assert 0 < await raw.pttl(f"{prefix}{key}") <= 2 * lease
         assert 0 < await raw.pttl(f"{prefix}rpm:1") <= 120_000
         assert await raw.ttl(f"{prefix}kmon:1:{month}") > 7 * 86400
         assert await raw.hget(f"{prefix}org:1:hold", "a") == "10:1"

@@ -1,19 +1,29 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import AccountsError, create_api_key
 from ezat.cli import get_org, parse_usd
 
 
-def _rpm(value: str) -> int:
-    try:
-        rpm = int(value)
-    except ValueError as exc:
-        raise CommandError(f"--rpm: {value!r} is not an integer") from exc
-    if rpm < 1:
-        raise CommandError("--rpm must be at least 1")
-    return rpm
+def _positive(option: str) -> Callable[[str], int]:
+    """An argparse type: a positive integer, or a CommandError naming the option."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError as exc:
+            raise CommandError(f"{option}: {value!r} is not an integer") from exc
+        if number < 1:
+            raise CommandError(f"{option} must be at least 1")
+        return number
+
+    return parse
+
+
+_rpm = _positive("--rpm")
 
 
 class Command(BaseCommand):
@@ -23,6 +33,11 @@ class Command(BaseCommand):
         parser.add_argument("org_name")
         parser.add_argument("--name", default="")
         parser.add_argument("--rpm", type=_rpm)
+        parser.add_argument(
+            "--max-concurrency",
+            type=_positive("--max-concurrency"),
+            help="requests in flight at once (default: EZAT_DEFAULT_KEY_CONCURRENCY)",
+        )
         parser.add_argument("--spend-cap-usd")
 
     def handle(self, *args: object, **options: object) -> None:
@@ -38,6 +53,7 @@ class Command(BaseCommand):
                 org=org,
                 name=str(options["name"]),
                 rpm_limit=options["rpm"],  # type: ignore[arg-type]
+                max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
                 spend_cap_nano=cap_nano,
             )
         except AccountsError as exc:

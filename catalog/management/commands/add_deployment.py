@@ -26,6 +26,12 @@ class Command(BaseCommand):
         parser.add_argument("--model", action="append", default=[], dest="models")
         parser.add_argument("--weight", type=_positive)
         parser.add_argument("--max-concurrency", type=_positive)
+        parser.add_argument(
+            "--fair-share",
+            type=float,
+            help="the most of max-concurrency one org may hold while another org is active "
+            "there (0.01-1; 1 = no share rule; default 0.5)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         if not str(options["api_key"]).strip():
@@ -38,6 +44,7 @@ class Command(BaseCommand):
                 model_ids=options["models"],  # type: ignore[arg-type]
                 weight=options["weight"],  # type: ignore[arg-type]
                 max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
+                fair_share=options["fair_share"],  # type: ignore[arg-type]
             )
         except CatalogDataError as exc:
             raise CommandError(str(exc)) from exc
