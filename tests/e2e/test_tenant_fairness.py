@@ -71,8 +71,14 @@ class SlowStreams:
             status = exc.status_code
             with self._lock:
                 self.errors.append(exc.message)
-        except anthropic.APIConnectionError:
+        except (anthropic.APIConnectionError, OSError, RuntimeError) as exc:
             status = 0  # the gateway went away (a test kills it)
+            with self._lock:
+                self.errors.append(repr(exc))
+        except Exception as exc:  # the SDK's HTTP client's own transport errors, same cause
+            if "peer closed connection" not in str(exc):
+                raise
+            status = 0
         with self._lock:
             self.statuses.append(status)
 
