@@ -463,9 +463,8 @@ class Exchange(ChainWalk):
         checkpoints.close(self)
         self._end_busy()
         cost = self._recorded_cost
-        if not (self.hold_nano or cost):
-            await self._release_slot()
-            return
+        # Always through the limiter's settle, even with no money involved: it also releases
+        # the request's key and org concurrency leases (and nothing at all when none were taken).
         slot, self._slot = self._slot, None
         await limits.get_limiter().settle(
             self.limits_id,

@@ -24,8 +24,9 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
@@ -118,6 +119,12 @@ class Lease:
     deployment_id: int | None
     key_conc: bool  # counted against the key's concurrency limit
     org_conc: bool
+    # When it was taken (monotonic): a lease is beaten for at most EZAT_HOLD_TTL_SECONDS, so a
+    # request that was never settled (a bug) cannot hold a slot forever.
+    born: float = field(default_factory=time.monotonic)
+
+    def expired(self, now_mono: float) -> bool:
+        return now_mono - self.born > hold_ttl_seconds()
 
 
 class Heartbeat:

@@ -445,6 +445,8 @@ class LocalLimiter:
             lease = self._leases.get(request_id)
             if lease is not None and lease.deployment_id == deployment_id:
                 lease.deployment_id = None
+                if not (lease.key_conc or lease.org_conc):
+                    del self._leases[request_id]  # nothing left to beat for
 
     def _release_leases(self, request_id: str, deployment_id: int | None) -> None:
         with self._lock:
@@ -470,7 +472,10 @@ class LocalLimiter:
         this matters for the contract only: both implementations expire unbeaten leases)."""
         now = self._clock()
         until = now + slot_lease_seconds()
+        mono = time.monotonic()
         with self._lock:
+            for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
+                del self._leases[rid]  # never settled: no more beats, its leases lapse
             for rid, lease in self._leases.items():
                 d = lease.deployment_id
                 if d is not None and rid in self._live_slots(d, now):

@@ -472,12 +472,17 @@ class RedisLimiter:
         org_id = lease.org_id if lease is not None else 0
         if lease is not None and lease.deployment_id == deployment_id:
             lease.deployment_id = None
+            if not (lease.key_conc or lease.org_conc):
+                del self._leases[request_id]  # nothing left to beat for
         slots, mine, orgs, _ = self._deployment_keys(deployment_id, org_id)
         keys = [slots, mine, orgs] if lease is not None else [slots]
         await self._release(request_id, org_id, keys, "release_slot")
 
     async def heartbeat(self) -> None:
         """Extend this process's leases: one HEARTBEAT call per batch of live requests."""
+        mono = time.monotonic()
+        for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
+            del self._leases[rid]  # never settled: no more beats, its leases lapse
         items = list(self._leases.items())
         for start in range(0, len(items), _BEAT_BATCH):
             keys: list[str] = []

@@ -202,3 +202,19 @@ async def test_settle_releases_every_lease(make_limiter, hold: int) -> None:
     await lim.settle("a", key_id=1, org_id=1, hold_nano=hold, cost_nano=0, deployment_id=1)
     await lim.admit(req(request_id="b", hold_nano=hold, **kw))
     assert await lim.in_flight([1]) == {1: 1}
+
+
+async def test_a_request_never_settled_stops_beating_after_the_hold_ttl(
+    make_limiter, clock: FakeClock, settings
+) -> None:
+    """A bug that skips settle cannot pin a slot forever: leases are beaten for at most
+    EZAT_HOLD_TTL_SECONDS (the bound slots had before heartbeats)."""
+    settings.EZAT_SLOT_LEASE_SECONDS = 20
+    lim = make_limiter()
+    await lim.admit(req(request_id="lost", key_concurrency=1, candidates=((1, 1),)))
+    settings.EZAT_HOLD_TTL_SECONDS = 0  # every lease is now older than the hold TTL
+    clock.advance(10)
+    await lim.heartbeat()
+    clock.advance(11)
+    assert await lim.in_flight([1]) == {1: 0}
+    await lim.admit(req(request_id="next", key_concurrency=1, candidates=((1, 1),)))
