@@ -143,6 +143,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gateway.tasks.purge_stored_responses",
         "schedule": env.float("EZAT_RESPONSE_PURGE_INTERVAL", default=3600.0),
     },
+    "purge-request-log": {
+        "task": "billing.tasks.purge_request_log",
+        "schedule": env.float("EZAT_REQUEST_LOG_PURGE_INTERVAL", default=3600.0),
+    },
 }
 
 # --- E-mail (invitations) -----------------------------------------------------------------------
@@ -290,6 +294,15 @@ EZAT_CHECKPOINT_STALE_SECONDS = env.float("EZAT_CHECKPOINT_STALE_SECONDS", defau
 EZAT_GC_GEN0_THRESHOLD = env.int("EZAT_GC_GEN0_THRESHOLD", default=20_000)
 # Responses API: stored responses (`store: true`) are kept this many days, then purged by beat.
 EZAT_RESPONSE_RETENTION_DAYS = env.int("EZAT_RESPONSE_RETENTION_DAYS", default=30)
+# Days a request-log row is kept (usage records and the ledger are never deleted).
+EZAT_REQUEST_LOG_RETENTION_DAYS = env.int("EZAT_REQUEST_LOG_RETENTION_DAYS", default=30)
+# Rows waiting for the writer beyond this are dropped and counted (the log is not the bill).
+EZAT_REQUEST_LOG_MAX_PENDING = env.int("EZAT_REQUEST_LOG_MAX_PENDING", default=50_000)
+# /metrics: served to these client addresses, or to any holder of EZAT_METRICS_TOKEN (bearer).
+EZAT_METRICS_ALLOWED_IPS = env.list("EZAT_METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
+EZAT_METRICS_TOKEN = env.str("EZAT_METRICS_TOKEN", default="")
+# Per-org labels on request metrics: unbounded with many orgs, so off unless asked for.
+EZAT_METRICS_ORG_LABELS = env.bool("EZAT_METRICS_ORG_LABELS", default=False)
 # Seconds an answer waits for its stored copy to commit (so a continuation sent right after it,
 # to any replica, finds it). Past this, or if the write fails, the answer goes out anyway.
 EZAT_RESPONSE_STORE_WAIT = env.float("EZAT_RESPONSE_STORE_WAIT", default=2.0)

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.keycache import KeyInfo
+from billing.pricing import TokenCounts
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from gateway import limits, metrics
@@ -152,6 +153,13 @@ class Exchange(ChainWalk):
         self._settled = False
         self._recorded_cost = 0
         self.route: Route | None = None
+        # What the request log and the request's log line report (gateway/outcome.py).
+        self.http_status: int | None = None  # set by log(): the status the request ended with
+        self.error: GatewayError | None = None  # the error as the client saw it, if any
+        self.finish_reason = ""
+        self.tokens: TokenCounts | None = None  # as recorded (billed)
+        self.admitted_ms: int | None = None
+        self.output_exact = True
 
     # --- the two shapes of a Messages call, over deployments with failover ------------------
     async def call(self, body_for: Callable[[Route], bytes], beta: str | None) -> dict[str, Any]:
@@ -169,6 +177,8 @@ class Exchange(ChainWalk):
             reply = None
         if not isinstance(reply, dict):
             raise GatewayError(502, "the provider answered with an invalid body", type_="api_error")
+        stop = reply.get("stop_reason")
+        self.finish_reason = stop if isinstance(stop, str) else ""
         return reply
 
     async def open_committed(
@@ -345,27 +355,31 @@ class Exchange(ChainWalk):
         rest, opened.rest = opened.rest, []
         response = opened.response
         response.watch_idle(settings.EZAT_PING_INTERVAL)
-        while True:
-            if pending:
-                yield pending
-            if rest:
-                pending, rest = [(e, e.json()) for e in rest], []
-                continue
-            if disconnected.is_set():
-                raise ClientGone
-            try:
-                chunk = await response.readany()
-            except TimeoutError:  # silence for a ping interval
-                await writer.write(ping)
-                pending = []
-                continue
-            if not chunk:
-                raise AttemptFailed(
-                    GatewayError(502, "the provider closed the stream early"),
-                    "dropped",
-                    retryable=False,
-                )
-            pending = [(e, e.json()) for e in opened.parser.feed(chunk)]
+        metrics.OPEN_STREAMS.inc()
+        try:
+            while True:
+                if pending:
+                    yield pending
+                if rest:
+                    pending, rest = [(e, e.json()) for e in rest], []
+                    continue
+                if disconnected.is_set():
+                    raise ClientGone
+                try:
+                    chunk = await response.readany()
+                except TimeoutError:  # silence for a ping interval
+                    await writer.write(ping)
+                    pending = []
+                    continue
+                if not chunk:
+                    raise AttemptFailed(
+                        GatewayError(502, "the provider closed the stream early"),
+                        "dropped",
+                        retryable=False,
+                    )
+                pending = [(e, e.json()) for e in opened.parser.feed(chunk)]
+        finally:
+            metrics.OPEN_STREAMS.dec()
 
     async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the
@@ -433,19 +447,34 @@ class Exchange(ChainWalk):
         # below the cost) still counts against the cap and the balance.
         self._recorded_cost = cost
         checkpoints.close(self)  # recorded (in the database or the spool): nothing to recover
+        self.tokens = tokens
+        self.output_exact = tracker.exact
+        self.finish_reason = tracker.stop_reason or self.finish_reason
+        metrics.observe_usage(self.model.id, tokens, cost)
         _publish_live(data, cost, self.key.prefix)
         return cost
 
+    @property
+    def recorded_cost(self) -> int:
+        """The cost recorded (billed) for this request; 0 when nothing was recorded."""
+        return self._recorded_cost
+
     async def fail_stream(
-        self, writer: StreamWriter, error: bytes, status: int, *, client_gone: bool = False
+        self,
+        writer: StreamWriter,
+        error: bytes,
+        status: int,
+        *,
+        client_gone: bool = False,
+        err: GatewayError | None = None,
     ) -> None:
         """After the response opened, a failure is told in-stream (unless nobody listens any
-        more), the stream ends, and nothing is billed."""
+        more), the stream ends, and nothing is billed. `err`: the error told (request log)."""
         await self.settle()
         if not client_gone:
             await writer.write(error)
             await writer.close()
-        self.log(status)
+        self.log(499 if client_gone else status, err)
 
     @staticmethod
     def stream_failure(exc: BaseException) -> GatewayError:
@@ -475,23 +504,12 @@ class Exchange(ChainWalk):
             deployment_id=slot,
         )
 
-    def log(self, status: int) -> None:
-        elapsed = time.perf_counter() - self.t0
-        metrics.REQUESTS.labels(self.api, self.model.id, str(status)).inc()
-        metrics.LATENCY.labels(self.api).observe(elapsed)
-        if self.ttft_ms is not None:
-            metrics.TTFT.labels(self.api).observe(self.ttft_ms / 1000)
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "request",
-                extra={
-                    "api": self.api,
-                    "model": self.model.id,
-                    "status": status,
-                    "ms": round(elapsed * 1000, 2),
-                    "attempts": self.attempts,
-                },
-            )
+    def log(self, status: int, error: GatewayError | None = None) -> None:
+        """Note how the request ended; its metrics, log line and request-log row are written
+        once, when the handler returns (gateway/outcome.py)."""
+        self.http_status = status
+        if error is not None:
+            self.error = error
 
 
 def _timeout_error(seconds: float) -> GatewayError:

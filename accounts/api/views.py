@@ -56,7 +56,8 @@ KEY_NOT_FOUND = "key not found"
 
 
 class ApiPagination(PageNumberPagination):
-    """`page` and `page_size` (≤ 200); malformed values are a 400 naming the parameter."""
+    """`page` and `page_size` (≤ 200); malformed or too large values are a 400 naming the
+    parameter."""
 
     page_size = 50
     page_size_query_param = "page_size"
@@ -68,7 +69,9 @@ class ApiPagination(PageNumberPagination):
             return self.page_size
         if not raw.isdigit() or int(raw) < 1:
             raise ValidationError({"page_size": ["must be a positive integer"]})
-        return min(int(raw), self.max_page_size)
+        if int(raw) > self.max_page_size:
+            raise ValidationError({"page_size": [f"must be at most {self.max_page_size}"]})
+        return int(raw)
 
     def paginate_queryset(
         self, queryset: QuerySet[Any], request: Request, view: Any = None

@@ -254,7 +254,7 @@ async def _stream(
             raise
         status = FMT.error_status(err)
         translator = _translator(request, exchange, created, tr)
-        await exchange.fail_stream(writer, _stream_error(translator, err), status)
+        await exchange.fail_stream(writer, _stream_error(translator, err), status, err=err)
         return status
     committed_headers(writer, exchange)
     # Built at the first token: its chunks name the model that answers.
@@ -323,8 +323,9 @@ async def _pump(
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
-        payload = _stream_error(translator, exchange.stream_failure(exc))
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        err = exchange.stream_failure(exc)
+        payload = _stream_error(translator, err)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
         return 200
     finally:
         opened.response.close()

@@ -36,6 +36,7 @@ from gateway.handlers.common import (
     snapshot,
     stream_headers,
 )
+from gateway.handlers.translated import error_from_event
 from gateway.http import (
     JSON_CT,
     SSE_HEADERS,
@@ -235,7 +236,7 @@ async def _stream(
             raise
         # Keep-alives already opened the response: the error goes in the stream.
         await exchange.fail_stream(
-            writer, error_event(err.type, err.message, request.request_id), err.status
+            writer, error_event(err.type, err.message, request.request_id), err.status, err=err
         )
         return err.status
     committed_headers(writer, exchange)
@@ -278,7 +279,7 @@ async def pump_anthropic(
                         out.append(event.raw)
                         await writer.write(b"".join(out))
                         await writer.close()
-                        exchange.log(502)
+                        exchange.log(502, error_from_event(data))
                         return 200
                     else:
                         out.append(event.raw)
@@ -290,7 +291,7 @@ async def pump_anthropic(
         # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
         err = exchange.stream_failure(exc)
         payload = error_event("api_error", err.message, request.request_id)
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
         return 200
     finally:
         opened.response.close()

@@ -334,7 +334,7 @@ async def _stream(
             raise
         status = FMT.error_status(err)
         translator = _translator(request, exchange, created_at, tr)
-        await exchange.fail_stream(writer, _failure(translator, err), status)
+        await exchange.fail_stream(writer, _failure(translator, err), status, err=err)
         return status
     committed_headers(writer, exchange)
     # Built at the first token: its events name the model that answers, and its reasoning is
@@ -411,8 +411,9 @@ async def _pump(
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
-        payload = _failure(translator, exchange.stream_failure(exc))
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        err = exchange.stream_failure(exc)
+        payload = _failure(translator, err)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
         return 200
     finally:
         opened.response.close()

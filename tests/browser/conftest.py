@@ -106,6 +106,7 @@ def _seed(suffix: str, sim_url: str) -> tuple[int, str]:
 
     from accounts import services
     from billing.models import UsageRecord
+    from billing.request_log import mirror_usage
     from billing.services import grant_credit
 
     call_command("load_catalog", verbosity=0)
@@ -147,6 +148,7 @@ def _seed(suffix: str, sim_url: str) -> tuple[int, str]:
                 attempts=[{"deployment": "sim", "outcome": "ok"}],
             )
             UsageRecord.objects.filter(pk=record.pk).update(created_at=now - timedelta(days=day))
+            mirror_usage(record, created_at=now - timedelta(days=day))
     return org.pk, org.name
 
 

@@ -1,0 +1,163 @@
+"""Issue 16 item 1: a request-log row for every authenticated request, answered, refused or
+failed, on every API (count_tokens and the Responses API included), written off the request path
+by the usage writer; refusals of one key and reason collapse per second; unauthenticated
+requests leave no row. Driven through the running gateway with the official SDKs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.e2e.chat_support import SONNET, client
+from tests.e2e.conftest import Key, Stack
+
+pytestmark = pytest.mark.e2e
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def anthropic_client(e2e: Stack, key: Key) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key=key.secret, base_url=e2e.url, max_retries=0)
+
+
+def rows(e2e: Stack, key: Key, *, expect: int, timeout: float = 60.0) -> list[Any]:
+    """The org's request-log rows once `expect` of them (counting collapsed ones) are in."""
+    from billing.models import RequestLog
+
+    deadline = time.monotonic() + timeout
+    found: list[Any] = []
+    while time.monotonic() < deadline:
+        with e2e.blocker.unblock():
+            found = list(RequestLog.objects.filter(org_id=key.org_id).order_by("id"))
+        if sum(r.count for r in found) >= expect:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{expect} request-log rows not written in {timeout}s: {found}")
+
+
+def test_answered_request_has_a_row_matching_its_usage_record(e2e: Stack) -> None:
+    key = e2e.new_key()
+    message = anthropic_client(e2e, key).messages.create(model="sonnet", max_tokens=64, messages=HI)
+    (row,) = rows(e2e, key, expect=1)
+    (usage,) = e2e.usage(org_id=key.org_id)
+    assert row.request_id == usage.request_id
+    assert (row.status, row.http_status, row.error_type, row.error_message) == ("ok", 200, "", "")
+    assert (row.api, row.stream, row.model_name, row.model_id) == (
+        "messages",
+        False,
+        "sonnet",
+        SONNET,
+    )
+    assert row.api_key_id == key.key_id
+    assert row.cost_nano == usage.cost_nano > 0
+    assert (row.input_tokens, row.output_tokens) == (
+        message.usage.input_tokens,
+        message.usage.output_tokens,
+    )
+    assert row.finish_reason == message.stop_reason
+    assert row.ttft_ms is not None and row.latency_ms >= row.ttft_ms
+    assert row.admitted_ms is not None and row.hold_nano >= row.cost_nano
+    assert [a["outcome"] for a in row.attempts] == ["ok"]
+    assert row.attempts[0]["deployment"] == "sim-a" and "ttfb_ms" in row.attempts[0]
+
+
+def test_stream_row_has_finish_reason_and_ttft(e2e: Stack) -> None:
+    key = e2e.new_key()
+    stream = client(e2e, key).chat.completions.create(model=SONNET, messages=HI, stream=True)
+    for _ in stream:
+        pass
+    (row,) = rows(e2e, key, expect=1)
+    assert (row.api, row.stream, row.status, row.http_status) == ("chat", True, "ok", 200)
+    assert row.finish_reason == "end_turn"
+    assert row.ttft_ms is not None and row.cost_nano > 0
+
+
+def test_refusals_are_rows_with_the_error_the_client_saw(e2e: Stack) -> None:
+    key = e2e.new_key()
+    oai = client(e2e, key)
+    with pytest.raises(openai.NotFoundError) as not_found:
+        oai.chat.completions.create(model="no-such-model", messages=HI)
+    ant = anthropic_client(e2e, key)
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        ant.messages.create(model="sonnet", max_tokens=0, messages=HI)
+    found = rows(e2e, key, expect=2)
+    by_status = {r.http_status: r for r in found}
+    missing = by_status[404]
+    assert missing.status == "error" and missing.api == "chat"
+    assert missing.model_name == "no-such-model" and missing.model_id == ""
+    assert missing.error_message == not_found.value.body["message"]  # type: ignore[index]
+    assert missing.cost_nano == 0 and missing.input_tokens == 0
+    invalid = by_status[400]
+    assert invalid.api == "messages" and invalid.error_type == "invalid_request_error"
+    assert invalid.error_message == bad.value.body["error"]["message"]  # type: ignore[index]
+    assert invalid.model_name == "sonnet" and invalid.model_id == SONNET
+    assert e2e.usage(org_id=key.org_id) == []  # nothing billed
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_upstream_529_is_a_row_with_its_attempts(e2e: Stack, stream: bool) -> None:
+    key = e2e.new_key()
+    e2e.sim.script({"status": 529, "message": "scripted overload", "times": 50})
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        anthropic_client(e2e, key).messages.create(
+            model="sonnet", max_tokens=64, messages=HI, stream=stream
+        )
+    assert raised.value.status_code == 529
+    (row,) = rows(e2e, key, expect=1)
+    assert (row.status, row.http_status, row.error_type) == ("error", 529, "overloaded_error")
+    assert row.error_message == "scripted overload"
+    assert row.attempts and all(a["outcome"] == "http_529" for a in row.attempts)
+    assert row.cost_nano == 0 and row.count == 1
+    assert e2e.usage(org_id=key.org_id) == []
+
+
+def test_429_flood_collapses_to_one_row_per_second(e2e: Stack) -> None:
+    key = e2e.new_key(rpm=1)
+    ant = anthropic_client(e2e, key)
+    ant.messages.count_tokens(model="sonnet", messages=HI)  # takes the one request of the minute
+    refused = 0
+    for _ in range(30):
+        with pytest.raises(anthropic.RateLimitError):
+            ant.messages.count_tokens(model="sonnet", messages=HI)
+        refused += 1
+    found = rows(e2e, key, expect=1 + refused)
+    ok = [r for r in found if r.status == "ok"]
+    limited = [r for r in found if r.http_status == 429]
+    assert len(ok) == 1 and ok[0].api == "count_tokens" and ok[0].cost_nano == 0
+    assert sum(r.count for r in limited) == refused
+    assert len(limited) < refused  # collapsed: one row per key, reason and second
+    assert all(r.error_message.startswith("requests per minute") for r in limited)
+
+
+def test_responses_api_and_count_tokens_rows(e2e: Stack) -> None:
+    key = e2e.new_key()
+    response = client(e2e, key).responses.create(model=SONNET, input="hi")
+    assert response.output_text
+    with pytest.raises(openai.NotFoundError):
+        client(e2e, key).responses.create(model="no-such-model", input="hi")
+    found = rows(e2e, key, expect=2)
+    assert {(r.api, r.http_status) for r in found} == {("responses", 200), ("responses", 404)}
+
+
+def test_unauthenticated_requests_leave_no_row(e2e: Stack) -> None:
+    from billing.models import RequestLog
+
+    with e2e.blocker.unblock():
+        before = RequestLog.objects.count()
+    response = httpx.post(
+        f"{e2e.url}/v1/messages",
+        headers={"x-api-key": "ezat_sk_wrong"},
+        json={"model": "sonnet", "max_tokens": 5, "messages": HI},
+    )
+    assert response.status_code == 401
+    key = e2e.new_key()  # a request after it, to know the writer went past the 401
+    anthropic_client(e2e, key).messages.count_tokens(model="sonnet", messages=HI)
+    rows(e2e, key, expect=1)
+    with e2e.blocker.unblock():
+        assert not RequestLog.objects.filter(http_status=401).exists()
+        assert RequestLog.objects.count() >= before + 1
