@@ -28,6 +28,7 @@ from accounts.keycache import KeyInfo
 from billing.pricing import TokenCounts
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
+from ezat import money
 from gateway import limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints
@@ -453,6 +454,16 @@ class Exchange(ChainWalk):
         metrics.observe_usage(self.model.id, tokens, cost)
         _publish_live(data, cost, self.key.prefix)
         return cost
+
+    @property
+    def cost_usd(self) -> bytes:
+        """The recorded cost as billed: exact USD, 9 decimals (x-ezat-cost-usd)."""
+        return money.usd_from_nano(self._recorded_cost, 9).encode()
+
+    def cost_comment(self) -> bytes:
+        """The cost as an SSE comment, sent just before a stream's final event: SDKs skip
+        comment lines (SSE spec: a line starting with ':'), curl users can read it."""
+        return b": x-ezat-cost-usd: " + self.cost_usd + b"\n\n"
 
     @property
     def recorded_cost(self) -> int:

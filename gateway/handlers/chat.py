@@ -314,7 +314,11 @@ async def _pump(
                         blocks = translator.thinking_blocks_by_tool_id
                         await thinking_store.put(exchange.key.org_id, blocks, exchange.model.id)
                         await exchange.record(tracker)
-                        await writer.write(translator.usage_chunk() + ChatStreamTranslator.DONE)
+                        await writer.write(
+                            translator.usage_chunk()
+                            + exchange.cost_comment()
+                            + ChatStreamTranslator.DONE
+                        )
                         await writer.close()
                         exchange.log(200)
                         return 200

@@ -195,6 +195,9 @@ def answer_headers(exchange: Exchange) -> Headers:
     headers: Headers = [(b"x-ezat-model", exchange.model.id.encode())]
     if exchange.effort is not None:
         headers.append((b"x-ezat-reasoning-effort", exchange.effort.encode()))
+    if exchange.tokens is not None:
+        # A non-stream answer, recorded: its cost exactly as billed (streams: an SSE comment).
+        headers.append((b"x-ezat-cost-usd", exchange.cost_usd))
     return headers
 
 

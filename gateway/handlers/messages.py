@@ -270,7 +270,7 @@ async def pump_anthropic(
                         if out:
                             await writer.write(b"".join(out))
                         await exchange.record(tracker)  # recorded before the client sees the end
-                        await writer.write(event.raw)
+                        await writer.write(exchange.cost_comment() + event.raw)
                         await writer.close()
                         exchange.log(200)
                         return 200

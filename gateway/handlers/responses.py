@@ -402,7 +402,7 @@ async def _pump(
                         await exchange.record(tracker)
                         if stored is not None:
                             await stored_responses.writer.wait(stored)
-                        await writer.write(final)
+                        await writer.write(exchange.cost_comment() + final)
                         await writer.close()
                         exchange.log(200)
                         return 200

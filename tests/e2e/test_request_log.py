@@ -161,3 +161,67 @@ def test_unauthenticated_requests_leave_no_row(e2e: Stack) -> None:
     with e2e.blocker.unblock():
         assert not RequestLog.objects.filter(http_status=401).exists()
         assert RequestLog.objects.count() >= before + 1
+
+
+# -- issue 16 item 4: the cost on the answer ----------------------------------------------------
+
+
+def _usd(nano: int) -> str:
+    from ezat import money
+
+    return money.usd_from_nano(nano, 9)
+
+
+def test_non_stream_answers_carry_their_cost_as_billed(e2e: Stack) -> None:
+    key = e2e.new_key()
+    raw = anthropic_client(e2e, key).messages.with_raw_response.create(
+        model="sonnet", max_tokens=64, messages=HI
+    )
+    raw.parse()
+    oai = client(e2e, key).chat.completions.with_raw_response.create(model=SONNET, messages=HI)
+    oai.parse()
+    first, second = e2e.usage(org_id=key.org_id)
+    assert raw.headers["x-ezat-cost-usd"] == _usd(first.cost_nano)
+    assert oai.headers["x-ezat-cost-usd"] == _usd(second.cost_nano)
+    assert first.cost_nano > 0
+
+
+def _comment_before_end(text: str, end: str) -> str:
+    comments = [line for line in text.splitlines() if line.startswith(": x-ezat-cost-usd: ")]
+    assert len(comments) == 1, text
+    assert text.index(comments[0]) < text.index(end)
+    return comments[0].rsplit(" ", 1)[1]
+
+
+def test_streams_carry_their_cost_in_a_final_comment_that_sdks_ignore(e2e: Stack) -> None:
+    key = e2e.new_key()
+    # curl's view: the comment line comes right before the end of each stream.
+    body = {"model": "sonnet", "max_tokens": 64, "messages": HI, "stream": True}
+    text = httpx.post(
+        f"{e2e.url}/v1/messages", headers={"x-api-key": key.secret}, json=body, timeout=60
+    ).text
+    cost = _comment_before_end(text, "event: message_stop")
+    chat = httpx.post(
+        f"{e2e.url}/openai/v1/chat/completions",
+        headers={"authorization": f"Bearer {key.secret}"},
+        json={"model": SONNET, "messages": HI, "stream": True},
+        timeout=60,
+    ).text
+    chat_cost = _comment_before_end(chat, "data: [DONE]")
+    first, second = e2e.usage(org_id=key.org_id)
+    assert (cost, chat_cost) == (_usd(first.cost_nano), _usd(second.cost_nano))
+    # The official SDKs read the same streams to the end, the comment skipped.
+    with anthropic_client(e2e, key).messages.stream(
+        model="sonnet", max_tokens=64, messages=HI
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "end_turn" and final.content
+    chunks = list(
+        client(e2e, key).chat.completions.create(
+            model=SONNET, messages=HI, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    events = list(client(e2e, key).responses.create(model=SONNET, input="hi", stream=True))
+    assert events[-1].type == "response.completed"
+    assert len(e2e.usage(org_id=key.org_id)) == 5
