@@ -23,6 +23,7 @@ from accounts.models import (
     Organization,
 )
 from catalog.chains import AUTO_MODEL_ID, ChainError, check_chain, is_auto
+from ezat.audit import audit
 
 
 class AccountsError(ValueError):
@@ -50,6 +51,7 @@ def add_member(*, org: Organization, user: AbstractBaseUser, role: str) -> Membe
     """Operators only (admin, CLI, fixtures): customers invite (`invite_member`), never add."""
     _check_role(role)
     membership, _ = Membership.objects.update_or_create(user=user, org=org, defaults={"role": role})
+    audit("member.set", org_id=org.pk, member=user.get_username(), role=role)
     return membership
 
 
@@ -85,6 +87,7 @@ def remove_member(*, membership: Membership) -> None:
     if membership.role == Membership.Role.OWNER and len(owners) <= 1:
         raise AccountsError("the last owner cannot be removed; make someone else owner first")
     Membership.objects.filter(pk=membership.pk).delete()
+    audit("member.remove", org_id=membership.org_id, member_id=membership.user_id)
 
 
 # --- Invitations ------------------------------------------------------------------------------
@@ -262,6 +265,7 @@ def create_api_key(
         spend_cap_nano=spend_cap_nano,
         created_by=created_by,
     )
+    audit("api_key.create", org_id=org.pk, key_prefix=key.prefix, key_id=key.pk)
     return NewKey(key=key, secret=secret)
 
 
@@ -292,6 +296,13 @@ def update_api_key_limits(
         key.name = name.strip()
         fields.append("name")
     key.save(update_fields=fields)
+    audit(
+        "api_key.update",
+        org_id=key.org_id,
+        key_prefix=key.prefix,
+        rpm_limit=rpm_limit,
+        spend_cap_nano=spend_cap_nano,
+    )
     return key
 
 
@@ -302,6 +313,7 @@ def revoke_api_key(*, key: ApiKey) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit("api_key.revoke", org_id=key.org_id, key_prefix=key.prefix, key_id=key.pk)
     return key
 
 
@@ -316,6 +328,7 @@ def create_management_key(
         key_hash=keys.hash_key(secret),
         created_by=created_by,
     )
+    audit("management_key.create", org_id=org.pk, key_prefix=key.prefix, key_id=key.pk)
     return key, secret
 
 
@@ -361,6 +374,7 @@ def revoke_management_key(*, key: ManagementKey) -> ManagementKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit("management_key.revoke", org_id=key.org_id, key_prefix=key.prefix, key_id=key.pk)
     return key
 
 

@@ -305,6 +305,17 @@ class UsageWriter:
     def log_queue_depth(self) -> int:
         return len(self._log_pending)
 
+    @property
+    def usage_queue_depth(self) -> int:
+        return len(self._pending)
+
+    def lag_seconds(self) -> float:
+        """How long the oldest queued row has waited (its request's end; /metrics)."""
+        oldest = self._log_pending[0]["created_at"] if self._log_pending else None
+        if oldest is None:
+            return 0.0
+        return max((timezone.now() - oldest).total_seconds(), 0.0)
+
     async def _write_log_batch(self, batch: list[dict[str, Any]]) -> None:
         from billing import request_log
 

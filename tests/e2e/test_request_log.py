@@ -225,3 +225,76 @@ def test_streams_carry_their_cost_in_a_final_comment_that_sdks_ignore(e2e: Stack
     events = list(client(e2e, key).responses.create(model=SONNET, input="hi", stream=True))
     assert events[-1].type == "response.completed"
     assert len(e2e.usage(org_id=key.org_id)) == 5
+
+
+# -- issue 16 item 5: /metrics ----------------------------------------------------------------
+
+
+@pytest.fixture
+def token_gateway(stack: Stack, tmp_path: Any) -> Any:
+    """A second gateway on the stack's database and Redis whose /metrics only a token opens
+    (no address allowed), so the test proves both the refusal and the token."""
+    from django.db import connection
+
+    from tests.e2e.conftest import database_url, e2e_redis_url, start_gateway
+
+    with stack.blocker.unblock():
+        db_url = database_url(connection.settings_dict)
+    env = {"EZAT_METRICS_TOKEN": "metrics-secret-for-tests", "EZAT_METRICS_ALLOWED_IPS": "none"}
+    gateway = start_gateway(db_url, e2e_redis_url(), tmp_path, env)
+    yield gateway
+    gateway.stop()
+
+
+def _samples(text: str, name: str) -> dict[str, float]:
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{")
+    }
+
+
+def test_metrics_scraped_with_the_token_show_4xx_counts(e2e: Stack, token_gateway: Any) -> None:
+    url = token_gateway.url
+    assert httpx.get(f"{url}/metrics").status_code == 403
+    wrong = {"authorization": "Bearer nope"}
+    assert httpx.get(f"{url}/metrics", headers=wrong).status_code == 403
+    key = e2e.new_key(rpm=2)
+    oai = openai.OpenAI(api_key=key.secret, base_url=f"{url}/openai/v1", max_retries=0)
+    with pytest.raises(openai.NotFoundError):
+        oai.chat.completions.create(model="no-such-model", messages=HI)
+    oai.chat.completions.create(model=SONNET, messages=HI)
+    with pytest.raises(openai.RateLimitError):
+        oai.chat.completions.create(model=SONNET, messages=HI)
+    bad = openai.OpenAI(api_key="ezat_sk_wrong", base_url=f"{url}/openai/v1", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model=SONNET, messages=HI)
+    headers = {"authorization": "Bearer metrics-secret-for-tests"}
+    response = httpx.get(f"{url}/metrics", headers=headers)
+    assert response.status_code == 200
+    text = response.text
+    requests = _samples(text, "ezat_requests_total")
+    by_status: dict[str, float] = {}
+    for labels, value in requests.items():
+        status = labels.split('status="')[1].split('"')[0]
+        by_status[status] = by_status.get(status, 0) + value
+    assert by_status["404"] >= 1 and by_status["429"] >= 1 and by_status["401"] >= 1
+    assert by_status["200"] >= 1
+    assert any('status_class="4xx"' in k and 'error_type="rate_limit_error"' in k for k in requests)
+    assert any(f'model="{SONNET}"' in k and 'status="429"' in k for k in requests)
+    assert "_created" not in text
+    for name in (
+        "ezat_tokens_total",
+        "ezat_cost_nano_usd_total",
+        "ezat_requests_in_flight",
+        "ezat_open_streams",
+        "ezat_deployments_cooling",
+        "ezat_limiter_decisions_total",
+        "ezat_writer_queue_depth",
+        "ezat_writer_lag_seconds",
+        "ezat_reconciliation_lag_seconds",
+        "ezat_unauthenticated_requests_total",
+    ):
+        assert f"\n{name}" in text, name
+    assert 'ezat_limiter_decisions_total{decision="rate_limited"}' in text
+    assert "org=" not in text  # per-org labels only with EZAT_METRICS_ORG_LABELS
