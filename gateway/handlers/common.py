@@ -398,13 +398,24 @@ async def guarded(
             request, http_status=499, exchange=scope.exchange, error=gone, started=started
         )
         raise
-    except BaseException:
-        # A bug: never leave a hold or a capacity slot behind.
+    except BaseException as exc:
+        # A bug, or the database down (the app answers 503): never leave a hold or a capacity
+        # slot behind, and log the answer the app is about to give.
         if scope.exchange is not None:
             await asyncio.shield(scope.exchange.settle())
-        bug = GatewayError(500, "internal error", type_="api_error")
+        from django.db import DatabaseError
+        from psycopg import Error as PsycopgError
+
+        if isinstance(exc, DatabaseError | PsycopgError):
+            told = database_unavailable("this request")
+        else:
+            told = GatewayError(500, "internal error", type_="api_error")
         outcome.finish(
-            request, http_status=500, exchange=scope.exchange, error=bug, started=started
+            request,
+            http_status=fmt.error_status(told),
+            exchange=scope.exchange,
+            error=told,
+            started=started,
         )
         raise
     finally:
