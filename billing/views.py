@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.core.paginator import Paginator
@@ -152,8 +153,21 @@ def requests_log(request: HttpRequest, membership: Membership) -> HttpResponse:
         live=page_obj.number == 1 and not filters.request_id,
         ws_path=f"/ws/requests/?org={org.pk}",
         requests_url=reverse("dashboard:requests"),
+        csv_url=_csv_url(org.pk, filters),
     )
     return render(request, "dashboard/requests.html", context)
+
+
+def _csv_url(org_id: int, filters: sel.RequestFilters) -> str:
+    """The management API's streamed export of the same filtered log (session auth works)."""
+    params = {
+        "key": filters.key_id or "",
+        "model": filters.model,
+        "status": filters.status,
+        "request_id": filters.request_id,
+    }
+    query = urlencode({k: v for k, v in params.items() if v})
+    return reverse("api-requests-csv", args=[org_id]) + (f"?{query}" if query else "")
 
 
 @require_GET
