@@ -76,6 +76,7 @@ def set_member_role(*, membership: Membership, role: str) -> Membership:
     if target.role != role:
         target.role = role
         target.save(update_fields=["role"])
+        audit("member.role", org_id=target.org_id, member_id=target.user_id, role=role)
     return target
 
 
@@ -232,6 +233,13 @@ def accept_invitation(
     invitation.accepted_at = invitations.now()
     invitation.accepted_by = user
     invitation.save(update_fields=["accepted_at", "accepted_by"])
+    audit(
+        "member.join",
+        org_id=invitation.org_id,
+        member=user.get_username(),
+        role=membership.role,
+        invitation_id=invitation.pk,
+    )
     return membership
 
 
