@@ -234,6 +234,10 @@ EZAT_CATALOG_POLL_INTERVAL = env.float("EZAT_CATALOG_POLL_INTERVAL", default=2.0
 # Routing health.
 EZAT_COOLDOWN_FAILURES = env.int("EZAT_COOLDOWN_FAILURES", default=3)
 EZAT_COOLDOWN_SECONDS = env.float("EZAT_COOLDOWN_SECONDS", default=30.0)
+# Vertex deployments: refresh an OAuth2 token this long before it expires (in the background),
+# and retry a failed refresh after this long (the deployment cools down meanwhile).
+EZAT_VERTEX_TOKEN_REFRESH_MARGIN = env.float("EZAT_VERTEX_TOKEN_REFRESH_MARGIN", default=300.0)
+EZAT_VERTEX_TOKEN_RETRY_SECONDS = env.float("EZAT_VERTEX_TOKEN_RETRY_SECONDS", default=10.0)
 # How a conversation picks its deployment (gateway/routing_policies.py). `rendezvous` is EZAT's
 # routing; the others exist so the cache benchmark can measure naive routing through the same
 # gateway (bench/cache.py).

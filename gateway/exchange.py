@@ -32,9 +32,12 @@ from ezat import money
 from gateway import limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints
-from gateway.errors import GatewayError, from_upstream
+from gateway.errors import GatewayError
 from gateway.http import StreamWriter
-from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
+from gateway.platforms import StreamDecoder, json_reply, stream_decoder, upstream_error
+from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
+from gateway.signed_kinds import kinds as signed_kinds
+from gateway.signed_kinds import signatures_in_reply, spans_kinds
 from gateway.upstream import CONNECT_ERRORS, UpstreamResponse, client
 from gateway.usage import UsageTracker
 from gateway.walk import HIGH_EFFORTS, AttemptFailed, ChainWalk, check_body_size
@@ -54,6 +57,10 @@ __all__ = [
 
 KeepAlive = Callable[[], Awaitable[None]]
 
+# An error event before the first token, by its type: overloaded as the API's 529, a throttle
+# (Bedrock's throttlingException, say) as a 429; anything else a 500. All are retried elsewhere.
+EVENT_STATUS = {"overloaded_error": 529, "rate_limit_error": 429}
+
 
 class _DrainStopped(Exception):
     """The upstream reported an error while draining a disconnected stream."""
@@ -72,7 +79,7 @@ class OpenStream:
     """An upstream stream that produced its first content event (the commit point)."""
 
     response: UpstreamResponse
-    parser: SSEParser
+    parser: StreamDecoder
     buffered: list[tuple[SSEEvent, dict[str, Any]]]
     route: Route
     # Events of the committing read after the first token, not parsed yet: the first token goes
@@ -101,6 +108,7 @@ class Exchange(ChainWalk):
         session: str,
         prefix: str | None = None,
         pin_kind: bool = False,
+        signatures: list[str] | None = None,
         high_effort: bool = False,
         candidates: list[Candidate] | None = None,
         requested_id: str | None = None,
@@ -129,6 +137,10 @@ class Exchange(ChainWalk):
         self.session = session
         self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
         self.pin_kind = pin_kind
+        # The request's thinking signatures (newest first) and, once looked up, the deployment
+        # kind that signed them: the conversation stays on that platform (gateway/walk.py).
+        self.signatures = signatures or []
+        self.pinned_kind: str | None = None
         self.high_effort = high_effort
         self.deadline_s = (
             settings.EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT
@@ -180,6 +192,12 @@ class Exchange(ChainWalk):
             raise GatewayError(502, "the provider answered with an invalid body", type_="api_error")
         stop = reply.get("stop_reason")
         self.finish_reason = stop if isinstance(stop, str) else ""
+        if self.route is not None and spans_kinds(self.model):
+            content = reply.get("content")
+            if isinstance(content, list):
+                signed_kinds.remember(
+                    self.key.org_id, signatures_in_reply(content), self.route.deployment.kind
+                )
         return reply
 
     async def open_committed(
@@ -223,12 +241,13 @@ class Exchange(ChainWalk):
         finally:
             if response is not None:
                 response.close()  # a no-op once read; drops a half-read connection
+        kind = route.deployment.kind
         if response.status != 200:
-            error = from_upstream(response.status, payload)
+            error = upstream_error(kind, response.status, response.headers, payload)
             raise AttemptFailed(
                 error, f"http_{response.status}", retryable=error.retryable_upstream
             )
-        return response.status, payload
+        return response.status, json_reply(kind, path, payload)
 
     # --- one attempt, stream ------------------------------------------------------------------
     async def open_stream(
@@ -247,7 +266,9 @@ class Exchange(ChainWalk):
             if response.status != 200:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
                     payload = await response.read()
-                error = from_upstream(response.status, payload)
+                error = upstream_error(
+                    route.deployment.kind, response.status, response.headers, payload
+                )
                 raise AttemptFailed(
                     error, f"http_{response.status}", retryable=error.retryable_upstream
                 )
@@ -257,7 +278,7 @@ class Exchange(ChainWalk):
             ) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
-        parser = SSEParser()
+        parser = stream_decoder(route.deployment.kind)
         buffered: list[tuple[SSEEvent, dict[str, Any]]] = []
         try:
             while True:
@@ -291,7 +312,7 @@ class Exchange(ChainWalk):
                         error = data.get("error") or {}
                         raise AttemptFailed(
                             GatewayError(
-                                529 if error.get("type") == "overloaded_error" else 500,
+                                EVENT_STATUS.get(str(error.get("type")), 500),
                                 str(error.get("message") or "upstream error"),
                                 type_=error.get("type"),
                             ),
@@ -356,10 +377,15 @@ class Exchange(ChainWalk):
         rest, opened.rest = opened.rest, []
         response = opened.response
         response.watch_idle(settings.EZAT_PING_INTERVAL)
+        # Signatures are remembered with the kind that signed them only where the model's
+        # deployments span kinds (otherwise there is no platform to choose).
+        track = spans_kinds(self.model)
         metrics.OPEN_STREAMS.inc()
         try:
             while True:
                 if pending:
+                    if track:
+                        self._remember_signatures(opened.route, pending)
                     yield pending
                 if rest:
                     pending, rest = [(e, e.json()) for e in rest], []
@@ -381,6 +407,17 @@ class Exchange(ChainWalk):
                 pending = [(e, e.json()) for e in opened.parser.feed(chunk)]
         finally:
             metrics.OPEN_STREAMS.dec()
+
+    def _remember_signatures(
+        self, route: Route, batch: list[tuple[SSEEvent, dict[str, Any]]]
+    ) -> None:
+        for event, data in batch:
+            if event.name == "content_block_delta":
+                delta = data.get("delta")
+                if isinstance(delta, dict) and delta.get("type") == "signature_delta":
+                    signature = delta.get("signature")
+                    if isinstance(signature, str) and signature:
+                        signed_kinds.remember(self.key.org_id, [signature], route.deployment.kind)
 
     async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the

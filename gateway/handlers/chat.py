@@ -70,6 +70,7 @@ from gateway.protocols.openai.inbound import (
 from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id, translate_response
 from gateway.protocols.openai.stream import ChatStreamTranslator
 from gateway.routing import has_thinking_signatures, session_key
+from gateway.signed_kinds import signatures_in
 from gateway.thinking_store import store as thinking_store
 
 FMT = OPENAI
@@ -199,6 +200,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
             prefix=prefix_identity(tr.body),
             pin_kind=signed,
+            signatures=signatures_in(tr.body) if signed else None,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
             candidates=candidates,
             requested_id=models.requested_id,

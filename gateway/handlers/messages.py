@@ -54,6 +54,7 @@ from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
 from gateway.protocols.fallbacks import RequestNeeds, mapped_effort, messages_needs
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.routing import has_thinking_signatures, session_key
+from gateway.signed_kinds import signatures_in
 
 FMT = ANTHROPIC
 
@@ -107,6 +108,7 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             session=session_key(request.headers.get("x-ezat-session"), None, body),
             prefix=prefix_identity(body),
             pin_kind=signed,
+            signatures=signatures_in(body) if signed else None,
             high_effort=effort in HIGH_EFFORTS,
             candidates=candidates,
             requested_id=models.requested_id,

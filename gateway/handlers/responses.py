@@ -73,6 +73,7 @@ from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
 from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
 from gateway.routing import session_key
 from gateway.sealing import ChainOpener, Sealer
+from gateway.signed_kinds import signatures_in
 
 FMT = OPENAI
 API = "responses"
@@ -242,6 +243,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
             prefix=prefix_identity(tr.body),
             pin_kind=signed,
+            signatures=signatures_in(tr.body) if signed else None,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
             candidates=candidates,
             requested_id=models.requested_id,
