@@ -1,5 +1,5 @@
-"""Bedrock's event stream: the simulator's encoder against botocore's decoder (hypothesis), and
-the gateway's decoder turning frames into Anthropic events, exceptions into error events, and
+"""Bedrock's event stream: the simulator's encoder and the gateway's hand-written reader against
+botocore's decoder (hypothesis), and the gateway's decoder turning frames into Anthropic events, exceptions into error events, and
 anything unreadable into a FramingError (the attempt ends cleanly)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import base64
 
 import orjson
 import pytest
-from botocore.eventstream import EventStreamBuffer
+from botocore.eventstream import EventStreamBuffer, ParserError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.platforms.eventstream import BedrockStreamDecoder, FramingError
+from gateway.platforms.eventstream import BedrockStreamDecoder, EventStreamReader, FramingError
 from gateway.simulator import eventstream
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
@@ -110,3 +110,82 @@ def test_unreadable_frames_raise_framing_error(frame: bytes) -> None:
     assert [e.name for e in good] == ["ping"]
     with pytest.raises(FramingError):
         decoder.feed(frame)
+
+
+# -- the hand-written reader against botocore's decoder ----------------------------------------
+
+messages = st.lists(
+    st.tuples(st.dictionaries(names, values, max_size=4), st.binary(max_size=600)),
+    min_size=1,
+    max_size=6,
+)
+
+
+def botocore_messages(data: bytes) -> list[tuple[dict[str, object], bytes]]:
+    buffer = EventStreamBuffer()
+    buffer.add_data(data)
+    return [(dict(m.headers), m.payload) for m in buffer]
+
+
+@given(sent=messages, cuts=st.lists(st.integers(min_value=0, max_value=5000), max_size=5))
+def test_reader_agrees_with_botocore_however_the_bytes_are_split(
+    sent: list[tuple[dict[str, str], bytes]], cuts: list[int]
+) -> None:
+    stream = b"".join(eventstream.encode_message(h, p) for h, p in sent)
+    reader = EventStreamReader()
+    got = []
+    start = 0
+    for point in [*sorted({min(c, len(stream)) for c in cuts}), len(stream)]:
+        got += reader.feed(stream[start:point])
+        start = point
+    assert got == botocore_messages(stream) == [(h, p) for h, p in sent]
+
+
+@given(sent=messages, where=st.integers(min_value=0), flip=st.integers(min_value=1, max_value=255))
+def test_reader_refuses_what_botocore_refuses(
+    sent: list[tuple[dict[str, str], bytes]], where: int, flip: int
+) -> None:
+    stream = bytearray(b"".join(eventstream.encode_message(h, p) for h, p in sent))
+    stream[where % len(stream)] ^= flip
+    data = bytes(stream)
+    try:
+        expected = botocore_messages(data)
+    except ParserError:
+        with pytest.raises(FramingError):
+            EventStreamReader().feed(data)
+        return
+    # botocore accepted (a length grew: it waits for more bytes): so does the reader.
+    assert EventStreamReader().feed(data) == expected
+
+
+def test_reader_reads_every_header_type() -> None:
+    import struct
+    import zlib
+
+    block = (
+        b"\x01t\x00"
+        + b"\x01f\x01"
+        + b"\x01b\x02\xff"
+        + b"\x01s\x03\x00\x02"
+        + b"\x01i\x04\x00\x00\x00\x03"
+        + b"\x01l\x05"
+        + struct.pack("!q", -4)
+        + b"\x01y\x06\x00\x02ab"
+        + b"\x01c\x07\x00\x02hi"
+        + b"\x01m\x08"
+        + struct.pack("!q", 1700000000000)
+        + b"\x01u\x09"
+        + bytes(range(16))
+    )
+    total = 16 + len(block) + 3
+    prelude = struct.pack("!II", total, len(block))
+    prelude += struct.pack("!I", zlib.crc32(prelude))
+    body = prelude + block + b"abc"
+    message = body + struct.pack("!I", zlib.crc32(body))
+    [(headers, payload)] = EventStreamReader().feed(message)
+    assert payload == b"abc"
+    boto = botocore_messages(message)[0][0]
+    assert headers["t"] is True and headers["f"] is False and headers["b"] == -1
+    assert headers["s"] == 2 and headers["i"] == 3 and headers["l"] == -4
+    assert headers["y"] == b"ab" and headers["c"] == "hi" and headers["m"] == 1700000000000
+    assert headers["u"] == bytes(range(16)) and boto["c"] == "hi" and boto["l"] == -4
