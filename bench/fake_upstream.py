@@ -72,6 +72,8 @@ class Stats:
     max_open_streams: int = 0
     connections: int = 0
     bytes_in: int = 0
+    bedrock: int = 0  # requests on the Bedrock routes
+    vertex: int = 0  # requests on the Vertex routes
 
 
 def _wants_stream(body: bytes) -> bool:
@@ -335,6 +337,7 @@ class UpstreamProtocol(asyncio.Protocol):
         elif method == b"POST" and path == b"/v1/messages/count_tokens":
             self._finish(_simple(200, b'{"input_tokens":%d}' % (len(body) // 4)), keep_alive)
         elif method == b"POST" and path.startswith(b"/model/"):
+            stats.bedrock += 1
             if path.endswith(b"/invoke-with-response-stream"):
                 self._stream(body, keep_alive, bedrock=True)
             elif path.endswith(b"/count-tokens"):
@@ -342,6 +345,7 @@ class UpstreamProtocol(asyncio.Protocol):
             else:
                 self._reply_json(body, keep_alive)
         elif method == b"POST" and b"/publishers/anthropic/models/" in path:
+            stats.vertex += 1
             if path.endswith(b"count-tokens:rawPredict"):
                 self._finish(_simple(200, b'{"input_tokens":%d}' % (len(body) // 4)), keep_alive)
             elif _wants_stream(body):

@@ -356,3 +356,14 @@ def test_a_chat_tool_loop_with_thinking_on_bedrock(lab: PlatformLab) -> None:
     body = last_call(lab, "bedrock")["body"]
     assert [b["type"] for b in body["messages"][1]["content"]] == ["thinking", "tool_use"]
     assert [lab.label(r.deployment) for r in lab.usage()] == ["bedrock", "bedrock"]
+
+
+@pytest.mark.parametrize("label", ["bedrock", "vertex"])
+def test_the_responses_api_on_each_platform(lab: PlatformLab, label: str) -> None:
+    client = lab.openai(session=only(lab, label))
+    done = client.responses.create(model=lab.model, input="hello responses", store=False)
+    assert done.output_text and done.usage is not None and done.usage.output_tokens > 0
+    with client.responses.stream(model=lab.model, input="stream responses", store=False) as events:
+        final = events.get_final_response()
+    assert final.output_text
+    assert [lab.label(r.deployment) for r in lab.usage()] == [label, label]
