@@ -188,13 +188,9 @@ async def run(args: argparse.Namespace) -> int:
         _deployments(procs, env, runner.up_port)
         port, pid = procs.start_gateway(env, "uvicorn", runner.server_cpu)
         await asyncio.sleep(1.0)  # start-up allocations settle
-        sessions = await _sessions(runner, port, key)
+        idle = memory_kb(pid)["rss_kb"]
+        sessions = await _sessions(runner, port, pid, key, rss)
         targets = {kind: _target(port, key, sessions[kind]) for kind in KINDS}
-        for kind in KINDS:  # the first request of each kind loads its libraries
-            await loadgen.run_closed(
-                targets[kind], stream=False, concurrency=1, requests=1, duration=10
-            )
-            rss[kind] = memory_kb(pid)["rss_kb"]
         for n in range(args.rounds):
             runner.log(f"round {n + 1} of {args.rounds}")
             rounds.append(await _round(runner, pid, targets))

@@ -105,11 +105,15 @@ def parse_headers(block: bytes) -> dict[str, HeaderValue]:
 class EventStreamReader:
     """Splits bytes into (headers, payload) messages, checking lengths and both CRCs."""
 
-    __slots__ = ("_buffer", "_headers")
+    __slots__ = ("_buffer", "_headers", "_last", "_last_headers")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._headers: dict[bytes, dict[str, HeaderValue]] = {}
+        # The last header block and its parse: Bedrock repeats one block on every chunk, and
+        # comparing in place (startswith at an offset) spares a copy and a hash per message.
+        self._last = b"\x00"
+        self._last_headers: dict[str, HeaderValue] = {}
 
     def feed(self, chunk: bytes) -> list[tuple[dict[str, HeaderValue], bytes]]:
         buf = self._buffer + chunk if self._buffer else chunk
@@ -131,12 +135,17 @@ class EventStreamReader:
                 break
             if crc32(view[pos + 8 : end - 4], prelude_crc) != _CRC.unpack_from(buf, end - 4)[0]:
                 raise FramingError("event-stream message CRC mismatch")
-            head = buf[pos + 12 : pos + 12 + headers_len]
-            headers = cache.get(head)
-            if headers is None:
-                headers = parse_headers(head)
-                if len(cache) < 64:
-                    cache[head] = headers
+            last = self._last
+            if headers_len == len(last) and buf.startswith(last, pos + 12):
+                headers = self._last_headers
+            else:
+                head = buf[pos + 12 : pos + 12 + headers_len]
+                headers = cache.get(head)
+                if headers is None:
+                    headers = parse_headers(head)
+                    if len(cache) < 64:
+                        cache[head] = headers
+                self._last, self._last_headers = head, headers
             messages.append((headers, buf[pos + 12 + headers_len : end - 4]))
             pos = end
         self._buffer = buf[pos:] if pos < size else b""
@@ -162,6 +171,7 @@ class BedrockStreamDecoder:
         return [_convert(h, p) for h, p in self._reader.feed(chunk)]
 
 
+_BYTES_PREFIX = b'{"bytes":"'
 # Event names seen so far (bytes → str), so a name is decoded once per stream, not per event.
 _NAMES: dict[bytes, str] = {}
 
@@ -172,8 +182,13 @@ def _convert(headers: dict[str, HeaderValue], payload: bytes) -> SSEEvent:
         if headers.get(":event-type") != "chunk":
             raise FramingError(f"unexpected Bedrock event {headers.get(':event-type')!r}")
         try:
-            data = a2b_base64(orjson.loads(payload)["bytes"], strict_mode=True)
-        except (orjson.JSONDecodeError, KeyError, TypeError, binascii.Error):
+            if payload.startswith(_BYTES_PREFIX):
+                # {"bytes":"<base64>", …}: base64 has no quote, so the value ends at the next one.
+                encoded: bytes | str = payload[10 : payload.index(b'"', 10)]
+            else:
+                encoded = orjson.loads(payload)["bytes"]
+            data = a2b_base64(encoded, strict_mode=True)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, binascii.Error):
             raise FramingError("a Bedrock chunk without a readable event") from None
         found = _TYPE.match(data)
         if found is not None:

@@ -262,10 +262,12 @@ def thinking_turn(client: anthropic.Anthropic, lab: PlatformLab, messages: list[
 @pytest.mark.parametrize(
     ("signer", "preferred"),
     [
-        ("bedrock", "vertex"),
-        ("vertex", "anthropic"),
         ("anthropic", "bedrock"),
+        ("bedrock", "anthropic"),
+        ("bedrock", "vertex"),
         ("vertex", "bedrock"),
+        ("vertex", "anthropic"),
+        ("anthropic", "vertex"),
     ],
 )
 def test_a_tool_loop_with_signed_thinking_stays_on_its_platform(
