@@ -291,6 +291,7 @@ def test_admin_edits_platform_fields_and_never_shows_secrets(
         "weight": "1",
         "enabled": "on",
         "max_concurrency": "10",
+        "fair_share": "0.5",
         "serves_all_models": "on",
         "models-TOTAL_FORMS": "0",
         "models-INITIAL_FORMS": "0",
