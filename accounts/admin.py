@@ -62,9 +62,9 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Organization)
 class OrganizationAdmin(admin.ModelAdmin):
-    list_display = ("name", "balance_usd", "month_usage_usd", "created_at")
+    list_display = ("name", "balance_usd", "month_usage_usd", "max_concurrency", "created_at")
     search_fields = ("name",)
-    fields = ("name", "balance_usd", "month_usage_usd", "created_at")
+    fields = ("name", "max_concurrency", "balance_usd", "month_usage_usd", "created_at")
     readonly_fields = ("balance_usd", "month_usage_usd", "created_at")
     inlines = (MembershipInline,)
     actions = ("grant_credit_action",)
@@ -153,7 +153,7 @@ class ApiKeyAdminForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ("name", "rpm_limit")
+        fields = ("name", "rpm_limit", "max_concurrency")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -184,6 +184,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "org",
         "rpm_limit",
+        "max_concurrency",
         "spend_cap_usd",
         "last_used_at",
         "status",
@@ -197,6 +198,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "prefix_display",
         "name",
         "rpm_limit",
+        "max_concurrency",
         "spend_cap_usd",
         "created_at",
         "created_by",
@@ -226,7 +228,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         if obj is not None and obj.revoked_at is not None:
-            return (*self.readonly_fields, "name", "rpm_limit", "spend_cap_usd")
+            return (
+                *self.readonly_fields,
+                "name",
+                "rpm_limit",
+                "max_concurrency",
+                "spend_cap_usd",
+            )
         return self.readonly_fields
 
     @admin.display(description="Key", ordering="prefix")
@@ -251,6 +259,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
                 rpm_limit=form.cleaned_data.get("rpm_limit"),
                 spend_cap_nano=None if cap is None else usd_to_nano(cap),
                 name=form.cleaned_data.get("name", obj.name),
+                max_concurrency=form.cleaned_data.get("max_concurrency"),
             )
         except AccountsError as exc:  # the form validated the same rules; belt and braces
             self.message_user(request, str(exc), messages.ERROR)

@@ -29,6 +29,13 @@ class KeyLimitsForm(forms.Form):
         required=False,
         help_text="Empty = the default limit.",
     )
+    max_concurrency = forms.IntegerField(
+        label="Requests in flight",
+        min_value=1,
+        max_value=1_000_000,
+        required=False,
+        help_text="Concurrent requests of this key. Empty = the default limit.",
+    )
     spend_cap_usd = forms.DecimalField(
         label="Monthly spend cap (USD)",
         min_value=Decimal(0),
@@ -43,6 +50,7 @@ class KeyLimitsForm(forms.Form):
         initial = {
             "name": key.name,
             "rpm_limit": key.rpm_limit,
+            "max_concurrency": key.max_concurrency,
             "spend_cap_usd": usd_initial(key.spend_cap_nano),
         }
         return cls(data=data, initial=initial)

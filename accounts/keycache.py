@@ -41,6 +41,9 @@ class KeyInfo:
     prefix: str
     rpm_limit: int
     spend_cap_nano: int | None
+    # Requests in flight of the key and of its org (None = no limit).
+    key_concurrency: int | None = None
+    org_concurrency: int | None = None
 
 
 def _fetch(key_hash: str) -> KeyInfo | None:
@@ -49,7 +52,17 @@ def _fetch(key_hash: str) -> KeyInfo | None:
     close_old_connections()
     key = (
         ApiKey.objects.filter(key_hash=key_hash, revoked_at__isnull=True)
-        .only("id", "org_id", "prefix", "rpm_limit", "spend_cap_nano", "last_used_at")
+        .select_related("org")
+        .only(
+            "id",
+            "org_id",
+            "prefix",
+            "rpm_limit",
+            "max_concurrency",
+            "spend_cap_nano",
+            "last_used_at",
+            "org__max_concurrency",
+        )
         .first()
     )
     if key is None:
@@ -64,6 +77,8 @@ def _fetch(key_hash: str) -> KeyInfo | None:
         prefix=key.prefix,
         rpm_limit=key.rpm_limit or settings.EZAT_DEFAULT_RPM,
         spend_cap_nano=key.spend_cap_nano,
+        key_concurrency=key.max_concurrency or settings.EZAT_DEFAULT_KEY_CONCURRENCY or None,
+        org_concurrency=key.org.max_concurrency or settings.EZAT_DEFAULT_ORG_CONCURRENCY or None,
     )
 
 

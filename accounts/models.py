@@ -11,6 +11,11 @@ class Organization(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     balance_nano = models.BigIntegerField(default=0, editable=False)
+    max_concurrency = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Requests in flight across the organization's keys; empty = the default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -48,6 +53,9 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     rpm_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute; empty = the default."
+    )
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests in flight; empty = the default."
     )
     spend_cap_nano = models.BigIntegerField(
         null=True, blank=True, help_text="Spend cap per calendar month in nano-USD; empty = none."

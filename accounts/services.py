@@ -23,6 +23,7 @@ from accounts.models import (
     Organization,
 )
 from catalog.chains import AUTO_MODEL_ID, ChainError, check_chain, is_auto
+from ezat.audit import audit
 
 
 class AccountsError(ValueError):
@@ -50,6 +51,7 @@ def add_member(*, org: Organization, user: AbstractBaseUser, role: str) -> Membe
     """Operators only (admin, CLI, fixtures): customers invite (`invite_member`), never add."""
     _check_role(role)
     membership, _ = Membership.objects.update_or_create(user=user, org=org, defaults={"role": role})
+    audit("member.set", org_id=org.pk, member=user.get_username(), role=role)
     return membership
 
 
@@ -74,6 +76,7 @@ def set_member_role(*, membership: Membership, role: str) -> Membership:
     if target.role != role:
         target.role = role
         target.save(update_fields=["role"])
+        audit("member.role", org_id=target.org_id, member_id=target.user_id, role=role)
     return target
 
 
@@ -85,6 +88,7 @@ def remove_member(*, membership: Membership) -> None:
     if membership.role == Membership.Role.OWNER and len(owners) <= 1:
         raise AccountsError("the last owner cannot be removed; make someone else owner first")
     Membership.objects.filter(pk=membership.pk).delete()
+    audit("member.remove", org_id=membership.org_id, member_id=membership.user_id)
 
 
 # --- Invitations ------------------------------------------------------------------------------
@@ -229,7 +233,19 @@ def accept_invitation(
     invitation.accepted_at = invitations.now()
     invitation.accepted_by = user
     invitation.save(update_fields=["accepted_at", "accepted_by"])
+    audit(
+        "member.join",
+        org_id=invitation.org_id,
+        member=user.get_username(),
+        role=membership.role,
+        invitation_id=invitation.pk,
+    )
     return membership
+
+
+def _check_concurrency(value: int | None, what: str = "max concurrency") -> None:
+    if value is not None and value < 1:
+        raise AccountsError(f"{what} must be a positive integer")
 
 
 def create_api_key(
@@ -239,9 +255,11 @@ def create_api_key(
     rpm_limit: int | None = None,
     spend_cap_nano: int | None = None,
     created_by: AbstractBaseUser | None = None,
+    max_concurrency: int | None = None,
 ) -> NewKey:
     if rpm_limit is not None and rpm_limit < 1:
         raise AccountsError("rpm must be a positive integer")
+    _check_concurrency(max_concurrency)
     if spend_cap_nano is not None and spend_cap_nano < 0:
         raise AccountsError("spend cap must not be negative")
     secret = keys.generate()
@@ -251,15 +269,26 @@ def create_api_key(
         prefix=keys.display_prefix(secret),
         key_hash=keys.hash_key(secret),
         rpm_limit=rpm_limit,
+        max_concurrency=max_concurrency,
         spend_cap_nano=spend_cap_nano,
         created_by=created_by,
     )
+    audit("api_key.create", org_id=org.pk, key_prefix=key.prefix, key_id=key.pk)
     return NewKey(key=key, secret=secret)
 
 
+_KEEP: Any = object()
+
+
 def update_api_key_limits(
-    *, key: ApiKey, rpm_limit: int | None, spend_cap_nano: int | None, name: str | None = None
+    *,
+    key: ApiKey,
+    rpm_limit: int | None,
+    spend_cap_nano: int | None,
+    name: str | None = None,
+    max_concurrency: int | None = _KEEP,
 ) -> ApiKey:
+    """Writes both money/rate limits; the concurrency limit only when given (None clears it)."""
     if rpm_limit is not None and rpm_limit < 1:
         raise AccountsError("rpm must be a positive integer")
     if spend_cap_nano is not None and spend_cap_nano < 0:
@@ -267,10 +296,21 @@ def update_api_key_limits(
     key.rpm_limit = rpm_limit
     key.spend_cap_nano = spend_cap_nano
     fields = ["rpm_limit", "spend_cap_nano"]
+    if max_concurrency is not _KEEP:
+        _check_concurrency(max_concurrency)
+        key.max_concurrency = max_concurrency
+        fields.append("max_concurrency")
     if name is not None:
         key.name = name.strip()
         fields.append("name")
     key.save(update_fields=fields)
+    audit(
+        "api_key.update",
+        org_id=key.org_id,
+        key_prefix=key.prefix,
+        rpm_limit=rpm_limit,
+        spend_cap_nano=spend_cap_nano,
+    )
     return key
 
 
@@ -281,6 +321,7 @@ def revoke_api_key(*, key: ApiKey) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit("api_key.revoke", org_id=key.org_id, key_prefix=key.prefix, key_id=key.pk)
     return key
 
 
@@ -295,6 +336,7 @@ def create_management_key(
         key_hash=keys.hash_key(secret),
         created_by=created_by,
     )
+    audit("management_key.create", org_id=org.pk, key_prefix=key.prefix, key_id=key.pk)
     return key, secret
 
 
@@ -308,6 +350,7 @@ def patch_api_key(
     name: str | None = None,
     rpm_limit: int | None = _UNSET,
     spend_cap_nano: int | None = _UNSET,
+    max_concurrency: int | None = _UNSET,
 ) -> ApiKey:
     """Change only what was given (None clears a limit), under a row lock.
 
@@ -320,7 +363,16 @@ def patch_api_key(
         rpm_limit=locked.rpm_limit if rpm_limit is _UNSET else rpm_limit,
         spend_cap_nano=locked.spend_cap_nano if spend_cap_nano is _UNSET else spend_cap_nano,
         name=name,
+        max_concurrency=_KEEP if max_concurrency is _UNSET else max_concurrency,
     )
+
+
+def set_org_concurrency(*, org: Organization, max_concurrency: int | None) -> Organization:
+    """The org's limit of requests in flight across its keys (None = the default)."""
+    _check_concurrency(max_concurrency)
+    org.max_concurrency = max_concurrency
+    org.save(update_fields=["max_concurrency"])
+    return org
 
 
 @transaction.atomic
@@ -330,6 +382,7 @@ def revoke_management_key(*, key: ManagementKey) -> ManagementKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit("management_key.revoke", org_id=key.org_id, key_prefix=key.prefix, key_id=key.pk)
     return key
 
 

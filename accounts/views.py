@@ -144,6 +144,7 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
                 org=membership.org,
                 name=form.cleaned_data["name"],
                 rpm_limit=form.cleaned_data["rpm_limit"],
+                max_concurrency=form.cleaned_data["max_concurrency"],
                 spend_cap_nano=form.spend_cap_nano,
                 created_by=request.user,  # type: ignore[arg-type]
             )
@@ -170,6 +171,7 @@ def key_edit(request: HttpRequest, membership: Membership, key_id: int) -> HttpR
             update_api_key_limits(
                 key=key,
                 rpm_limit=form.cleaned_data["rpm_limit"],
+                max_concurrency=form.cleaned_data["max_concurrency"],
                 spend_cap_nano=form.spend_cap_nano,
                 name=form.cleaned_data["name"],
             )

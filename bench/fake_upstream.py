@@ -17,6 +17,11 @@ Routes:
 - `POST /_bench/config`: `{"first_event_delay": S, "event_delay": S, "events": N,
   "reset_max_open": true}` changes pacing
   at run time (the harness switches phases without restarting, so the gateway's pool stays valid).
+- Claude on Bedrock (`POST /model/{id}/invoke`, `/invoke-with-response-stream` as
+  `application/vnd.amazon.eventstream` chunk frames, `/count-tokens`) and on Vertex
+  (`POST …/publishers/anthropic/models/{id}:rawPredict` / `:streamRawPredict`, SSE;
+  `POST /token`, a fixed OAuth2 token): the same replies in each platform's framing, with no
+  signature or token check (the simulator checks those; this one is for measuring the gateway).
 - `GET /stats`: counters, to check that load really reached the upstream (and how many streams
   were open at once).
 
@@ -40,6 +45,8 @@ from dataclasses import asdict, dataclass
 
 import httptools
 import orjson
+
+from gateway.simulator import eventstream
 
 DEFAULT_MODEL = b"claude-sonnet-5-5"
 _MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"\\]{1,128})"')
@@ -65,6 +72,8 @@ class Stats:
     max_open_streams: int = 0
     connections: int = 0
     bytes_in: int = 0
+    bedrock: int = 0  # requests on the Bedrock routes
+    vertex: int = 0  # requests on the Vertex routes
 
 
 def _wants_stream(body: bytes) -> bool:
@@ -107,6 +116,36 @@ class Replies:
         )
         # The middle of a stream is the same for every request of a given length: cache it.
         self._middle: dict[int, bytes] = {}
+        self._bedrock: dict[bytes, bytes] = {}
+
+    bedrock_head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.amazon.eventstream\r\n"
+        b"x-amzn-bedrock-content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+
+    def bedrock(self, chunked: bytes) -> bytes:
+        """HTTP chunks of SSE events → one HTTP chunk of event-stream `chunk` frames (cached:
+        the middle of a stream repeats; only message_start, with its id, is converted anew)."""
+        cache = self._bedrock
+        found = cache.get(chunked)
+        if found is not None:
+            return found
+        frames = []
+        pos = 0
+        while pos < len(chunked):
+            line_end = chunked.index(b"\r\n", pos)
+            size = int(chunked[pos:line_end], 16)
+            payload = chunked[line_end + 2 : line_end + 2 + size]
+            pos = line_end + 2 + size + 2
+            for block in payload.split(b"\n\n"):
+                if b"\ndata: " in block:
+                    frames.append(eventstream.chunk(block.split(b"\ndata: ", 1)[1]))
+        converted = _chunk(b"".join(frames)) if frames else b""
+        if chunked.endswith(b"0\r\n\r\n"):
+            converted += b"0\r\n\r\n"
+        if b"message_start" not in chunked and len(cache) < 4096:
+            cache[chunked] = converted
+        return converted
 
     def tokens_for(self, body: bytes) -> int:
         idx = body.find(b'"max_tokens"')
@@ -297,6 +336,25 @@ class UpstreamProtocol(asyncio.Protocol):
                 self._reply_json(body, keep_alive)
         elif method == b"POST" and path == b"/v1/messages/count_tokens":
             self._finish(_simple(200, b'{"input_tokens":%d}' % (len(body) // 4)), keep_alive)
+        elif method == b"POST" and path.startswith(b"/model/"):
+            stats.bedrock += 1
+            if path.endswith(b"/invoke-with-response-stream"):
+                self._stream(body, keep_alive, bedrock=True)
+            elif path.endswith(b"/count-tokens"):
+                self._finish(_simple(200, b'{"inputTokens":%d}' % (len(body) // 4)), keep_alive)
+            else:
+                self._reply_json(body, keep_alive)
+        elif method == b"POST" and b"/publishers/anthropic/models/" in path:
+            stats.vertex += 1
+            if path.endswith(b"count-tokens:rawPredict"):
+                self._finish(_simple(200, b'{"input_tokens":%d}' % (len(body) // 4)), keep_alive)
+            elif _wants_stream(body):
+                self._stream(body, keep_alive)
+            else:
+                self._reply_json(body, keep_alive)
+        elif method == b"POST" and path == b"/token":
+            token = b'{"access_token":"ya29.bench","expires_in":3600,"token_type":"Bearer"}'
+            self._finish(_simple(200, token), keep_alive)
         elif method == b"POST" and path == b"/_bench/config":
             self._finish(self._configure(body), keep_alive)
         elif method == b"GET" and path == b"/stats":
@@ -345,16 +403,20 @@ class UpstreamProtocol(asyncio.Protocol):
         else:
             self._finish(reply, keep_alive)
 
-    def _stream(self, body: bytes, keep_alive: bool) -> None:
+    def _stream(self, body: bytes, keep_alive: bool, bedrock: bool = False) -> None:
         stats = self.stats
         stats.streams += 1
         config = self.replies.config
         events = self.replies.stream_events(body)
+        head = self.replies.stream_head
+        if bedrock:
+            events = [self.replies.bedrock(e) for e in events]
+            head = self.replies.bedrock_head
         if config.first_event_delay <= 0 and config.event_delay <= 0:
-            self._finish(self.replies.stream_head + b"".join(events), keep_alive)
+            self._finish(head + b"".join(events), keep_alive)
             return
         assert self._transport is not None
-        self._transport.write(self.replies.stream_head)
+        self._transport.write(head)
         self._busy = True
         stats.open_streams += 1
         stats.max_open_streams = max(stats.max_open_streams, stats.open_streams)

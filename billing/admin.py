@@ -11,9 +11,11 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
-from billing.models import LedgerEntry, UsageRecord
+from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.selectors import itemised_cost
 from billing.templatetags.dashboard import format_usd
 from ezat import money
@@ -117,3 +119,45 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     @admin.display(description="Amount", ordering="amount_nano")
     def amount_usd(self, obj: LedgerEntry) -> str:
         return format_usd(obj.amount_nano, sign=True)
+
+
+@admin.register(RequestLog)
+class RequestLogAdmin(ReadOnlyAdmin):
+    """Every authenticated request (answered, refused, failed); its page is the dashboard's
+    request page: timeline, tokens, itemised receipt, the error as the client saw it."""
+
+    list_display = (
+        "request_id",
+        "created_at",
+        "org",
+        "api",
+        "model_id",
+        "status",
+        "http_status",
+        "error_type",
+        "count",
+        "cost_usd",
+        "latency_ms",
+    )
+    list_filter = ("status", "http_status", "api", "stream")
+    list_select_related = ("org", "api_key")
+    search_fields = ("=request_id", "org__name", "model_id")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    fields = ("request_page",)
+    readonly_fields = ("request_page",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RequestLog]:
+        return super().get_queryset(request).defer("api_key__key_hash")
+
+    @admin.display(description="Cost")
+    def cost_usd(self, obj: RequestLog) -> str:
+        return format_usd(obj.cost_nano)
+
+    @admin.display(description="Request")
+    def request_page(self, obj: RequestLog) -> SafeString:
+        from billing.views import request_detail_context
+
+        context = request_detail_context(obj.org, obj.request_id)
+        # The template escapes every value; the result is the rendered, escaped page part.
+        return mark_safe(render_to_string("dashboard/_request_detail_body.html", context))

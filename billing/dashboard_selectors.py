@@ -11,14 +11,15 @@ from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from billing.live import build_row
-from billing.models import LedgerEntry, UsageRecord
+from billing.models import LedgerEntry, RequestLog, UsageRecord
+from billing.request_log_selectors import request_logs
 
 # Series beyond this many (by cost) are folded into "Other" so a chart legend stays readable.
 MAX_SERIES = 7
@@ -281,22 +282,19 @@ class RequestFilters:
         return bool(self.key_id or self.model or self.status or self.request_id)
 
 
-def request_log(org: Organization, filters: RequestFilters) -> QuerySet[UsageRecord]:
-    records = _usage(org).select_related("api_key").defer("api_key__key_hash", "prices")
-    if filters.request_id:
-        # Exact: request ids are unique, and a prefix match would scan the org's whole history.
-        records = records.filter(request_id=filters.request_id.strip())
-    if filters.key_id:
-        records = records.filter(api_key_id=filters.key_id)
-    if filters.model:
-        model = filters.model.strip()
-        records = records.filter(Q(model_id__iexact=model) | Q(model_name__iexact=model))
-    if filters.status:
-        records = records.filter(status=filters.status)
-    return records.order_by("-created_at", "-id")
+def request_log(org: Organization, filters: RequestFilters) -> QuerySet[RequestLog]:
+    """Every authenticated request of the org (billing/request_log_selectors.py): the model
+    filter matches the canonical model, the id search a full id or a prefix of 8+ characters."""
+    return request_logs(
+        org,
+        key_id=filters.key_id or None,
+        model=filters.model.strip() or None,
+        status=filters.status or None,
+        request_id=filters.request_id.strip() or None,
+    ).defer("api_key__key_hash")
 
 
-def request_row(record: UsageRecord) -> dict[str, Any]:
+def request_row(record: RequestLog) -> dict[str, Any]:
     key = record.api_key
     return build_row(
         request_id=record.request_id,
@@ -314,8 +312,12 @@ def request_row(record: UsageRecord) -> dict[str, Any]:
         output_exact=record.output_exact,
         latency_ms=record.latency_ms,
         deployment=record.deployment,
-        attempts=len(record.attempts or []),
+        attempts=sum(1 for a in record.attempts or [] if isinstance(a, dict) and "deployment" in a),
         requested_model=record.requested_model,
+        http_status=record.http_status,
+        error_type=record.error_type,
+        error_message=record.error_message,
+        count=record.count,
     )
 
 
@@ -331,7 +333,7 @@ def attempts_summary(attempts: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def recent_requests(org: Organization, limit: int = 10) -> list[UsageRecord]:
+def recent_requests(org: Organization, limit: int = 10) -> list[RequestLog]:
     return list(request_log(org, RequestFilters())[:limit])
 
 

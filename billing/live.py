@@ -61,6 +61,10 @@ def build_row(
     deployment: str,
     attempts: int,
     requested_model: str = "",
+    http_status: int | None = None,
+    error_type: str = "",
+    error_message: str = "",
+    count: int = 1,
 ) -> dict[str, Any]:
     """The one shape of a request-log row: the page renders it and the websocket sends it."""
     return {
@@ -81,6 +85,12 @@ def build_row(
         "latency_ms": latency_ms,
         "deployment": deployment,
         "attempts": attempts,
+        "http_status": http_status
+        if http_status is not None
+        else (499 if status == "client_disconnected" else 200),
+        "error_type": error_type,
+        "error_message": error_message,
+        "count": count,
         # The model asked for, when another one answered (a fallback, or ezat/auto's choice).
         "requested_model": requested_model if requested_model != model_id else "",
     }

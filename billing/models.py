@@ -104,3 +104,71 @@ class UsageRecord(models.Model):
     @property
     def cache_write_tokens(self) -> int:
         return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+
+class RequestLog(models.Model):
+    """One row per authenticated request, answered, refused or failed: what the caller saw.
+
+    A separate table rather than more usage records, joined to `UsageRecord` by `request_id`:
+    usage records are the billing fact (unique request id, never deleted, reconciled into the
+    ledger), while this log also holds requests that cost nothing (refusals, upstream failures)
+    and is retention-limited (EZAT_REQUEST_LOG_RETENTION_DAYS). Keeping them apart means a
+    retention delete can never touch a billed fact, and a flood of refusals never slows the
+    reconciler's scans. Tokens and cost are copied here (zero when unbilled) so the log lists and
+    exports without a join; the receipt reads the usage record itself.
+
+    Refusals (4xx before any upstream attempt) of one key and reason within one second collapse
+    into one row with `count` > 1: a flood of 429s is one row per second, not one per request.
+    """
+
+    class Status(models.TextChoices):
+        OK = "ok", "Completed"
+        CLIENT_DISCONNECTED = "client_disconnected", "Client disconnected"
+        ERROR = "error", "Error"
+
+    request_id = models.CharField(max_length=160, db_index=True)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="request_logs")
+    api_key = models.ForeignKey(
+        ApiKey, null=True, on_delete=models.SET_NULL, related_name="request_logs"
+    )
+    api = models.CharField(max_length=16)  # messages, chat, responses, count_tokens, input_tokens
+    stream = models.BooleanField(default=False)
+    model_name = models.CharField(max_length=128, blank=True)  # as the caller sent it
+    model_id = models.CharField(max_length=128, blank=True)  # canonical: the one that answered
+    requested_model = models.CharField(max_length=128, blank=True)  # canonical id asked for
+    deployment = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=24, choices=Status.choices)
+    http_status = models.PositiveSmallIntegerField()
+    error_type = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_write_5m_tokens = models.BigIntegerField(default=0)
+    cache_write_1h_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost_nano = models.BigIntegerField(default=0)
+    output_exact = models.BooleanField(default=True)  # False: output estimated (disconnect)
+    hold_nano = models.BigIntegerField(default=0)  # the worst case held at admission
+    attempts = models.JSONField(default=list)
+    admitted_ms = models.PositiveIntegerField(null=True)  # received → admitted
+    ttft_ms = models.PositiveIntegerField(null=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    count = models.PositiveIntegerField(default=1)  # > 1: collapsed refusals (same second)
+    started_at = models.DateTimeField()
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["org", "-created_at"], name="reqlog_org_created"),
+            models.Index(fields=["org", "status", "-created_at"], name="reqlog_org_status"),
+        ]
+
+    def __str__(self) -> str:
+        return self.request_id
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens

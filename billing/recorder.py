@@ -230,6 +230,11 @@ class UsageWriter:
         # After a failed write, batches go straight to the spool until then (monotonic).
         self._db_down_until = 0.0
         self.batch_sizes: list[int] = []  # the last few, for tests and debugging
+        # Request-log rows (billing/request_log.py): a second queue of the same group commit,
+        # written after the usage records of each round and never awaited by a request.
+        self._log_pending: list[dict[str, Any]] = []
+        self._log_collapser: Any = None
+        self._log_timer: asyncio.TimerHandle | None = None
 
     async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
         loop = asyncio.get_running_loop()
@@ -258,10 +263,93 @@ class UsageWriter:
             self._flusher = loop.create_task(self._flush())
         await asyncio.shield(future)
 
+    # --- the request log's queue (additive: the usage path above is unchanged) ---------------
+    def submit_log(self, fields: dict[str, Any], *, refusal: bool = False) -> None:
+        """Queue a request-log row; returns at once (the request does not wait for it).
+        A refusal may be folded into a row of the same key, reason and second."""
+        from billing import request_log
+
+        loop = asyncio.get_running_loop()
+        now = request_log.wall_clock()
+        collapser = self._log_collapser
+        if collapser is None:
+            collapser = self._log_collapser = request_log.Collapser()
+        self._log_pending.extend(collapser.due(now))
+        if refusal:
+            if collapser.add(fields, now) is None and self._log_timer is None:
+                # Hand the held row over once its second is over, even if nothing else comes.
+                self._log_timer = loop.call_later(1.05 - now % 1, self._release_held)
+        elif len(self._log_pending) >= settings.EZAT_REQUEST_LOG_MAX_PENDING:
+            request_log.DROPPED.labels("backlog").inc()
+            return
+        else:
+            self._log_pending.append(fields)
+        if self._log_pending and (self._flusher is None or self._flusher.done()):
+            self._flusher = loop.create_task(self._flush())
+
+    def _release_held(self) -> None:
+        from billing import request_log
+
+        self._log_timer = None
+        collapser = self._log_collapser
+        self._log_pending.extend(collapser.due(request_log.wall_clock()))
+        if collapser.pending():
+            now = request_log.wall_clock()
+            self._log_timer = asyncio.get_running_loop().call_later(
+                1.05 - now % 1, self._release_held
+            )
+        if self._log_pending and (self._flusher is None or self._flusher.done()):
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    @property
+    def log_queue_depth(self) -> int:
+        return len(self._log_pending)
+
+    @property
+    def usage_queue_depth(self) -> int:
+        return len(self._pending)
+
+    def lag_seconds(self) -> float:
+        """How long the oldest queued row has waited (its request's end; /metrics)."""
+        oldest = self._log_pending[0]["created_at"] if self._log_pending else None
+        if oldest is None:
+            return 0.0
+        return max((timezone.now() - oldest).total_seconds(), 0.0)
+
+    async def _write_log_batch(self, batch: list[dict[str, Any]]) -> None:
+        from billing import request_log
+
+        rows = [request_log.db_row(fields) for fields in batch]
+        if self._pg is None and connection.vendor == "postgresql":
+            from billing.pg_async import AsyncPgInserter
+
+            self._pg = AsyncPgInserter()
+        if self._pg is None:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, request_log.insert_rows, rows
+            )
+            return
+        await self._pg.insert(request_log.insert_sql(), rows)
+
+    async def _flush_log(self) -> None:
+        from billing import request_log
+
+        batch = self._log_pending[: self._max_batch]
+        del self._log_pending[: self._max_batch]
+        try:
+            await self._write_log_batch(batch)
+        except Exception:  # the log is not the bill: counted and logged, the rows dropped
+            request_log.DROPPED.labels("write_failed").inc(len(batch))
+            logger.exception("request log batch insert failed", extra={"rows": len(batch)})
+
     async def _flush(self) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usage-writer")
-        while self._pending:
+        while self._pending or self._log_pending:
+            if not self._pending or len(self._log_pending) >= self._max_batch:
+                # Usage first (requests await it); the log when idle, or when it backs up.
+                await self._flush_log()
+                continue
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             records = [f for f, _ in batch]
@@ -305,6 +393,15 @@ class UsageWriter:
             logger.exception("usage spool failed too", extra={"records": len(records)})
             return exc
         return None
+
+    async def drain_log(self) -> None:
+        """Write every queued and held request-log row now (tests, shutdown)."""
+        if self._log_collapser is not None:
+            self._log_pending.extend(self._log_collapser.drain())
+        while self._log_pending or (self._flusher is not None and not self._flusher.done()):
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.get_running_loop().create_task(self._flush())
+            await asyncio.shield(self._flusher)
 
     def close(self) -> None:
         """Close the writer's DB connections and stop its thread (tests, shutdown)."""

@@ -9,6 +9,7 @@ from django.db.models import F
 
 from accounts.models import Organization
 from billing.models import LedgerEntry
+from ezat.audit import audit
 
 
 class BillingError(ValueError):
@@ -40,6 +41,13 @@ def grant_credit(
         created_by=created_by,
     )
     Organization.objects.filter(pk=org.pk).update(balance_nano=F("balance_nano") + amount_nano)
+    audit(
+        "credit.grant",
+        org_id=org.pk,
+        amount_nano=amount_nano,
+        reference=entry.reference,
+        created_by=created_by,
+    )
     from gateway.limits import notify_credit  # the live limiter learns of the new money
 
     transaction.on_commit(lambda: notify_credit(org.pk, amount_nano))

@@ -24,3 +24,11 @@ def reconcile_usage(
     """Charge unreconciled usage records to their orgs' ledgers (scheduled by beat)."""
     # No autoretry: a failed run charged nothing, and beat runs the task again within seconds.
     return reconcile_all(batch_size=batch_size, max_batches=max_batches).as_dict()
+
+
+@app.task(name="billing.tasks.purge_request_log", acks_late=True, ignore_result=True)
+def purge_request_log(batch_size: int = 5000, max_batches: int = 100) -> int:
+    """Delete request-log rows past EZAT_REQUEST_LOG_RETENTION_DAYS (beat; idempotent)."""
+    from billing.request_log import purge_expired
+
+    return purge_expired(batch_size=batch_size, max_batches=max_batches)

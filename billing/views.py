@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -19,7 +20,8 @@ from django.views.decorators.http import require_GET
 from accounts.models import ApiKey, Membership
 from accounts.views import org_view, page
 from billing import dashboard_selectors as sel
-from billing.models import UsageRecord
+from billing import request_log_selectors as log
+from billing.models import RequestLog
 
 PERIODS = ((7, "7 days"), (30, "30 days"), (90, "90 days"))
 MAX_PERIOD_DAYS = 366
@@ -59,7 +61,7 @@ class RequestFilterForm(forms.Form):
     key = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
     model = forms.CharField(max_length=128, required=False)
     status = forms.ChoiceField(
-        choices=[("", "any status"), *UsageRecord.Status.choices], required=False
+        choices=[("", "any status"), *RequestLog.Status.choices], required=False
     )
     request_id = forms.CharField(max_length=160, required=False, label="Request id")
 
@@ -118,7 +120,7 @@ def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
     return render(request, "dashboard/usage.html", context)
 
 
-def _display(record: UsageRecord) -> dict[str, Any]:
+def _display(record: RequestLog) -> dict[str, Any]:
     """The shared row plus what only the server-rendered page shows (tooltips, datetime)."""
     row = sel.request_row(record)
     row["created"] = record.created_at
@@ -151,8 +153,21 @@ def requests_log(request: HttpRequest, membership: Membership) -> HttpResponse:
         live=page_obj.number == 1 and not filters.request_id,
         ws_path=f"/ws/requests/?org={org.pk}",
         requests_url=reverse("dashboard:requests"),
+        csv_url=_csv_url(org.pk, filters),
     )
     return render(request, "dashboard/requests.html", context)
+
+
+def _csv_url(org_id: int, filters: sel.RequestFilters) -> str:
+    """The management API's streamed export of the same filtered log (session auth works)."""
+    params = {
+        "key": filters.key_id or "",
+        "model": filters.model,
+        "status": filters.status,
+        "request_id": filters.request_id,
+    }
+    query = urlencode({k: v for k, v in params.items() if v})
+    return reverse("api-requests-csv", args=[org_id]) + (f"?{query}" if query else "")
 
 
 @require_GET
@@ -172,3 +187,39 @@ def balance(request: HttpRequest, membership: Membership) -> HttpResponse:
         page_obj=page_obj,
     )
     return render(request, "dashboard/balance.html", context)
+
+
+def request_detail_context(org: Any, request_id: str) -> dict[str, Any]:
+    """One request's page: the row, its timeline, receipt and speed (dashboard and admin).
+    Raises Http404 for an id the org does not have (another org's id included)."""
+    row = log.find_request(org, request_id)
+    if row is None:
+        raise Http404("no such request")
+    rec = log.receipt(org, row)
+    return {
+        "row": row,
+        "display": _display(row),
+        "receipt": rec,
+        "timeline": log.timeline(row, rec),
+        "tokens_per_second": log.output_tokens_per_second(row),
+        "tokens": [
+            ("input", row.input_tokens),
+            ("cache read", row.cache_read_tokens),
+            ("cache write 5m", row.cache_write_5m_tokens),
+            ("cache write 1h", row.cache_write_1h_tokens),
+            ("output", row.output_tokens),
+            ("reasoning (part of output)", row.reasoning_tokens),
+        ],
+    }
+
+
+@require_GET
+@org_view()
+def request_detail(request: HttpRequest, membership: Membership, request_id: str) -> HttpResponse:
+    context = page(
+        request,
+        membership,
+        requests_url=reverse("dashboard:requests"),
+        **request_detail_context(membership.org, request_id),
+    )
+    return render(request, "dashboard/request_detail.html", context)

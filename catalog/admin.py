@@ -34,6 +34,8 @@ from catalog.models import (
     PriceVersion,
     SuggestedChain,
 )
+from catalog.platform_config import PlatformConfig, PlatformConfigError
+from catalog.platform_config import check as check_platform
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
 
@@ -263,18 +265,33 @@ class DeploymentModelInline(admin.TabularInline):
     verbose_name_plural = "Models served (only used when 'serves all models' is off)"
 
 
-class DeploymentAdminForm(forms.ModelForm):
-    # Write-only: the stored key is never put back into the page, not even as a masked value.
-    new_api_key = forms.CharField(
-        label="New provider API key",
+def _secret_field(label: str, help_text: str = "") -> forms.CharField:
+    # Write-only: a stored secret is never put back into the page, not even masked.
+    return forms.CharField(
+        label=label,
         required=False,
         strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Leave empty to keep the current key. Stored encrypted; only its hint is shown.",
+        help_text=help_text or "Leave empty to keep the current one. Stored encrypted.",
+    )
+
+
+class DeploymentAdminForm(forms.ModelForm):
+    new_api_key = _secret_field(
+        "New API key (Anthropic x-api-key, or a Bedrock API key)",
+        "Leave empty to keep the current key. Stored encrypted; only its hint is shown.",
+    )
+    new_aws_access_key_id = _secret_field("New AWS access key id (Bedrock)")
+    new_aws_secret_access_key = _secret_field("New AWS secret access key (Bedrock)")
+    new_aws_session_token = _secret_field("New AWS session token (Bedrock, optional)")
+    service_account_file = forms.FileField(
+        label="New service-account key file (Vertex)",
+        required=False,
+        help_text="JSON key file; leave empty to keep the current one (or to use ADC).",
     )
 
     # Declared so Django 6's https default is explicit (and the deprecation warning silent).
-    base_url = forms.URLField(max_length=500, assume_scheme="https")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", required=False)
 
     class Meta:
         model = Deployment
@@ -282,9 +299,13 @@ class DeploymentAdminForm(forms.ModelForm):
             "name",
             "kind",
             "base_url",
+            "region",
+            "project",
+            "model_ids",
             "weight",
             "enabled",
             "max_concurrency",
+            "fair_share",
             "serves_all_models",
         )
 
@@ -295,9 +316,57 @@ class DeploymentAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if not self.instance.pk and not data.get("new_api_key"):
-            self.add_error("new_api_key", "A new deployment needs the provider's API key.")
+        upload = data.get("service_account_file")
+        account = ""
+        if upload:
+            try:
+                account = upload.read().decode()
+            except UnicodeDecodeError:
+                self.add_error("service_account_file", "is not a JSON text file")
+                return data
+        kind = data.get("kind") or Deployment.Kind.ANTHROPIC
+        keeps = bool(self.instance.pk) and self.instance.kind == kind
+        config = PlatformConfig(
+            kind=kind,
+            base_url=data.get("base_url") or "",
+            region=data.get("region") or "",
+            project=data.get("project") or "",
+            api_key=data.get("new_api_key") or "",
+            aws_access_key_id=data.get("new_aws_access_key_id") or "",
+            aws_secret_access_key=data.get("new_aws_secret_access_key") or "",
+            aws_session_token=data.get("new_aws_session_token") or "",
+            service_account_json=account,
+            model_ids=data.get("model_ids") or {},
+        )
+        try:
+            check_platform(config, existing_secrets=keeps)
+        except PlatformConfigError as exc:
+            self.add_error(_FORM_FIELDS.get(exc.field), exc.message)
+            return data
+        data["base_url"], data["region"], data["project"] = (
+            config.base_url,
+            config.region,
+            config.project,
+        )
+        self.platform_config = config
+        self.replaces_credentials = not keeps or bool(config.api_key or config.secrets())
         return data
+
+
+# A PlatformConfigError's field → the form field that shows it (None: the form's top).
+_FORM_FIELDS: dict[str, str | None] = {
+    "url": "base_url",
+    "region": "region",
+    "project": "project",
+    "model_ids": "model_ids",
+    "api_key": "new_api_key",
+    "bedrock_api_key": "new_api_key",
+    "aws_access_key_id": "new_aws_access_key_id",
+    "aws_secret_access_key": "new_aws_secret_access_key",
+    "aws_session_token": "new_aws_session_token",
+    "service_account_file": "service_account_file",
+    "service_account_json": "service_account_file",
+}
 
 
 def live_states(deployment_ids: Sequence[int]) -> dict[int, str]:
@@ -347,10 +416,12 @@ class DeploymentAdmin(admin.ModelAdmin):
     form = DeploymentAdminForm
     list_display = (
         "name",
+        "kind",
         "base_url",
         "enabled",
         "weight",
         "max_concurrency",
+        "fair_share",
         "api_key_hint",
         "live_state",
     )
@@ -362,17 +433,26 @@ class DeploymentAdmin(admin.ModelAdmin):
         "name",
         "kind",
         "base_url",
+        "region",
+        "project",
         "new_api_key",
         "api_key_hint",
+        "new_aws_access_key_id",
+        "new_aws_secret_access_key",
+        "new_aws_session_token",
+        "service_account_file",
+        "secrets_hint",
+        "model_ids",
         "weight",
         "enabled",
         "max_concurrency",
+        "fair_share",
         "serves_all_models",
         "live_state",
         "created_at",
         "updated_at",
     )
-    readonly_fields = ("api_key_hint", "live_state", "created_at", "updated_at")
+    readonly_fields = ("api_key_hint", "secrets_hint", "live_state", "created_at", "updated_at")
     actions = ("enable_deployments", "disable_deployments")
 
     def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
@@ -391,9 +471,13 @@ class DeploymentAdmin(admin.ModelAdmin):
         return cached if cached is not None else live_states([obj.pk]).get(obj.pk, NOT_AVAILABLE)
 
     def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
-        new_key = form.cleaned_data.get("new_api_key")
-        if new_key:
-            obj.set_api_key(new_key)
+        config = getattr(form, "platform_config", None)
+        if config is not None and form.replaces_credentials:
+            if config.api_key:
+                obj.set_api_key(config.api_key)
+            else:
+                obj.api_key_encrypted = obj.api_key_hint = ""
+            obj.set_secrets(config.secrets())
         super().save_model(request, obj, form, change)
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Deployment], on: bool) -> None:

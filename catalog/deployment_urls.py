@@ -70,8 +70,17 @@ def check_http_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def check_optional_http_url(url: str) -> str:
+    """Bedrock and Vertex derive their endpoint from the region when no base URL is given
+    (catalog/platform_config.py); one that is given must still be callable."""
+    return check_http_url(url) if url.strip() else ""
+
+
 # Per deployment kind: the checks of its base URL. A kind not listed gets `check_http_url`.
-CHECKS_BY_KIND: dict[str, Callable[[str], str]] = {}
+CHECKS_BY_KIND: dict[str, Callable[[str], str]] = {
+    "bedrock": check_optional_http_url,
+    "vertex": check_optional_http_url,
+}
 
 
 def validate_base_url(url: str, kind: str | None = None) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from catalog import crypto
@@ -135,15 +136,39 @@ class Deployment(models.Model):
 
     class Kind(models.TextChoices):
         ANTHROPIC = "anthropic", "Anthropic Messages API"
+        BEDROCK = "bedrock", "Claude on Amazon Bedrock"
+        VERTEX = "vertex", "Claude on Google Vertex AI"
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.ANTHROPIC)
-    base_url = models.URLField(max_length=500)
+    base_url = models.URLField(
+        max_length=500, blank=True, help_text="Bedrock/Vertex: empty = the region's endpoint."
+    )
+    # Anthropic: the x-api-key; Bedrock: a Bedrock API key (Bearer), if it uses one.
     api_key_encrypted = models.TextField(blank=True, editable=False)
     api_key_hint = models.CharField(max_length=16, blank=True, editable=False)
+    region = models.CharField(max_length=64, blank=True, help_text="Bedrock/Vertex region.")
+    project = models.CharField(max_length=64, blank=True, help_text="Vertex: the GCP project.")
+    # Platform credentials (AWS access keys, a service-account key file) as one sealed JSON
+    # object; empty = the platform's standard chain (AWS) or Application Default Credentials.
+    secrets_encrypted = models.TextField(blank=True, editable=False)
+    secrets_hint = models.CharField(max_length=200, blank=True, editable=False)
+    model_ids = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Catalog model id → this platform's model id, over the shipped defaults.",
+    )
     weight = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     enabled = models.BooleanField(default=True)
     max_concurrency = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1)])
+    fair_share = models.FloatField(
+        default=0.5,
+        validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text=(
+            "The most of max_concurrency one organization may hold while another is active "
+            "on this deployment (holds a slot or was refused one recently); 1 = no share rule."
+        ),
+    )
     serves_all_models = models.BooleanField(
         default=True, help_text="Serve every catalog model (upstream id = id without provider/)."
     )
@@ -162,6 +187,23 @@ class Deployment(models.Model):
 
     def get_api_key(self) -> str:
         return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
+
+    def set_secrets(self, secrets: dict[str, str]) -> None:
+        """Seal the platform credentials; the hint names them without revealing them."""
+        self.secrets_encrypted = crypto.encrypt(json.dumps(secrets)) if secrets else ""
+        hints = []
+        if secrets.get("aws_access_key_id"):
+            hints.append("AWS key " + crypto.hint(secrets["aws_access_key_id"]))
+        if secrets.get("service_account_json"):
+            email = json.loads(secrets["service_account_json"]).get("client_email", "")
+            hints.append(f"service account {email}")
+        self.secrets_hint = "; ".join(hints)[:200]
+
+    def get_secrets(self) -> dict[str, str]:
+        if not self.secrets_encrypted:
+            return {}
+        value = json.loads(crypto.decrypt(self.secrets_encrypted))
+        return value if isinstance(value, dict) else {}
 
 
 class DeploymentModel(models.Model):

@@ -23,6 +23,7 @@ from billing.pricing import Prices, PriceSchedule, PriceTier, TierError
 from catalog.chains import AUTO_MODEL_ID, AUTO_MODEL_NAME, is_auto
 from catalog.crypto import ProviderKeyDecryptionError
 from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
+from catalog.platform_config import default_base_url, default_model_id
 from catalog.schema import EFFORT_LEVELS
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,17 @@ class DeploymentInfo:
     api_key: str = field(repr=False)
     weight: int
     max_concurrency: int
+    # The share rule's fraction (gateway.limits.common.share_caps); 1.0 = no share rule.
+    fair_share: float = 1.0
+    # Bedrock/Vertex: where and as whom (secrets: AWS access keys, a service-account key).
+    region: str = ""
+    project: str = ""
+    secrets: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    model_ids: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def upstream_id(self, model_id: str) -> str:
+        """This deployment's id for a catalog model: its own override, else its kind's default."""
+        return self.model_ids.get(model_id) or default_model_id(self.kind, model_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +206,7 @@ def build_snapshot() -> CatalogSnapshot:
     for d in list(deployments.values()):
         try:
             api_key = d.get_api_key()
+            secrets = d.get_secrets()
         except ProviderKeyDecryptionError:
             # Encrypted under another EZAT_ENCRYPTION_KEY/SECRET_KEY: unusable, so not routed
             # to; every other deployment keeps serving. The operator re-enters the key.
@@ -206,15 +219,23 @@ def build_snapshot() -> CatalogSnapshot:
             id=d.id,
             name=d.name,
             kind=d.kind,
-            base_url=d.base_url,
+            base_url=d.base_url or default_base_url(d.kind, d.region),
             api_key=api_key,
             weight=d.weight,
             max_concurrency=d.max_concurrency,
+            fair_share=d.fair_share,
+            region=d.region,
+            project=d.project,
+            secrets=secrets,
+            model_ids=dict(d.model_ids or {}),
         )
     explicit: dict[str, list[Route]] = {}
     for link in DeploymentModel.objects.filter(deployment_id__in=infos).select_related("model"):
         explicit.setdefault(link.model_id, []).append(
-            Route(infos[link.deployment_id], link.effective_upstream_id)
+            Route(
+                infos[link.deployment_id],
+                link.upstream_model_id or infos[link.deployment_id].upstream_id(link.model_id),
+            )
         )
     serve_all = [infos[d.id] for d in deployments.values() if d.serves_all_models]
     schedules = _current_schedules()
@@ -230,7 +251,7 @@ def build_snapshot() -> CatalogSnapshot:
             for name in (m.id.lower(), *(a.alias for a in m.aliases.all())):
                 unavailable.setdefault(name, m.id)
             continue
-        routes = explicit.get(m.id, []) + [Route(d, m.default_upstream_id) for d in serve_all]
+        routes = explicit.get(m.id, []) + [Route(d, d.upstream_id(m.id)) for d in serve_all]
         info = ModelInfo(
             id=m.id,
             name=m.name,

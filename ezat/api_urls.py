@@ -11,7 +11,7 @@ from rest_framework.permissions import AllowAny
 from accounts.api import fallbacks, invitations
 from accounts.api import views as accounts
 from billing.api import views as billing
-from billing.models import UsageRecord
+from billing.models import RequestLog
 from ezat.api_docs import ApiDocsView
 
 ORG = "orgs/<int:org_id>"
@@ -40,6 +40,12 @@ api_patterns = [
     ),
     path(f"{ORG}/usage", billing.UsageSummaryView.as_view(), name="api-usage"),
     path(f"{ORG}/requests", billing.RequestLogView.as_view(), name="api-requests"),
+    path(f"{ORG}/requests.csv", billing.RequestExportView.as_view(), name="api-requests-csv"),
+    path(
+        f"{ORG}/requests/<str:request_id>",
+        billing.RequestDetailView.as_view(),
+        name="api-request",
+    ),
     path(f"{ORG}/balance", billing.BalanceView.as_view(), name="api-balance"),
     path(f"{ORG}/ledger", billing.LedgerView.as_view(), name="api-ledger"),
     path(
@@ -67,7 +73,7 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     # Keys and requests both have a `status`; name the two enums instead of hashing a name.
     "ENUM_NAME_OVERRIDES": {
         "KeyStatusEnum": ["active", "revoked"],
-        "RequestStatusEnum": UsageRecord.Status.values,
+        "RequestStatusEnum": RequestLog.Status.values,
     },
     "DESCRIPTION": (
         "Manage an organization's inference keys, invitations and model fallback chains, and "

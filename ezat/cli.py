@@ -48,6 +48,21 @@ def positive_int(option: str, *, maximum: int = MAX_INT) -> Callable[[str], int]
     return _numeric(parse)
 
 
+def fraction(option: str, *, minimum: float = 0.01) -> Callable[[str], float]:
+    """A share from `minimum` to 1 (a decimal like 0.5)."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise CommandError(f"{option}: {value!r} is not a number") from None
+        if not minimum <= number <= 1:  # also refuses nan and inf
+            raise CommandError(f"{option}: must be from {minimum:g} to 1, got {value!r}")
+        return number
+
+    return _numeric(parse)
+
+
 def port(option: str) -> Callable[[str], int]:
     """A TCP port (1-65535), or `auto` for a free one (returned as 0)."""
     whole = positive_int(option, maximum=65535)

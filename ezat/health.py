@@ -10,6 +10,7 @@ connection either, only re-establishes one after a failure.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 import time
@@ -136,4 +137,16 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
+    """Served to EZAT_METRICS_ALLOWED_IPS (default loopback) or to a bearer of
+    EZAT_METRICS_TOKEN; anyone else gets a 403 (labels name models, deployments, maybe orgs)."""
+    if not metrics_allowed(request):
+        return HttpResponse("forbidden\n", status=403, content_type="text/plain")
     return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+
+
+def metrics_allowed(request: HttpRequest) -> bool:
+    token = settings.EZAT_METRICS_TOKEN
+    auth = request.headers.get("authorization", "")
+    if token and auth[:7].lower() == "bearer ":
+        return hmac.compare_digest(auth[7:].strip().encode(), token.encode())
+    return request.META.get("REMOTE_ADDR", "") in settings.EZAT_METRICS_ALLOWED_IPS

@@ -61,6 +61,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "ezat.audit.AuditActorMiddleware",
 ]
 
 ROOT_URLCONF = "ezat.urls"
@@ -143,6 +144,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gateway.tasks.purge_stored_responses",
         "schedule": env.float("EZAT_RESPONSE_PURGE_INTERVAL", default=3600.0),
     },
+    "purge-request-log": {
+        "task": "billing.tasks.purge_request_log",
+        "schedule": env.float("EZAT_REQUEST_LOG_PURGE_INTERVAL", default=3600.0),
+    },
 }
 
 # --- E-mail (invitations) -----------------------------------------------------------------------
@@ -191,9 +196,22 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "ezat.logging.JsonFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "filters": {"no_4xx_traceback": {"()": "ezat.logging.ClientErrorsWithoutTraceback"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["no_4xx_traceback"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # The server's own lines (uvicorn configures these before Django loads): same JSON.
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.error": {"handlers": [], "propagate": True},
+        "uvicorn.access": {"handlers": ["console"], "propagate": False},
+    },
 }
 
 # --- EZAT product knobs ---------------------------------------------------------------------------
@@ -216,6 +234,10 @@ EZAT_CATALOG_POLL_INTERVAL = env.float("EZAT_CATALOG_POLL_INTERVAL", default=2.0
 # Routing health.
 EZAT_COOLDOWN_FAILURES = env.int("EZAT_COOLDOWN_FAILURES", default=3)
 EZAT_COOLDOWN_SECONDS = env.float("EZAT_COOLDOWN_SECONDS", default=30.0)
+# Vertex deployments: refresh an OAuth2 token this long before it expires (in the background),
+# and retry a failed refresh after this long (the deployment cools down meanwhile).
+EZAT_VERTEX_TOKEN_REFRESH_MARGIN = env.float("EZAT_VERTEX_TOKEN_REFRESH_MARGIN", default=300.0)
+EZAT_VERTEX_TOKEN_RETRY_SECONDS = env.float("EZAT_VERTEX_TOKEN_RETRY_SECONDS", default=10.0)
 # How a conversation picks its deployment (gateway/routing_policies.py). `rendezvous` is EZAT's
 # routing; the others exist so the cache benchmark can measure naive routing through the same
 # gateway (bench/cache.py).
@@ -238,6 +260,21 @@ EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5
 EZAT_MONEY_RESEED_SECONDS = env.float("EZAT_MONEY_RESEED_SECONDS", default=30.0)
 EZAT_LIMITS_REDIS_PREFIX = env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
 EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
+# Requests in flight of keys / orgs without their own limit (0 = no limit).
+EZAT_DEFAULT_KEY_CONCURRENCY = env.int("EZAT_DEFAULT_KEY_CONCURRENCY", default=0)
+EZAT_DEFAULT_ORG_CONCURRENCY = env.int("EZAT_DEFAULT_ORG_CONCURRENCY", default=0)
+# Slot and concurrency leases: a live request's process extends them every heartbeat; a crashed
+# process's leases stop counting at most one lease after its last beat.
+EZAT_SLOT_LEASE_SECONDS = env.float("EZAT_SLOT_LEASE_SECONDS", default=20.0)
+EZAT_SLOT_HEARTBEAT_SECONDS = env.float("EZAT_SLOT_HEARTBEAT_SECONDS", default=5.0)
+# Fair share (per deployment, Deployment.fair_share): an org refused a slot stays "active" (waiting)
+# on that deployment this long; an org alone may not take the last HEADROOM of its capacity.
+EZAT_FAIR_SHARE_ACTIVE_SECONDS = env.float("EZAT_FAIR_SHARE_ACTIVE_SECONDS", default=15.0)
+EZAT_FAIR_SHARE_HEADROOM = env.float("EZAT_FAIR_SHARE_HEADROOM", default=0.1)
+if EZAT_SLOT_HEARTBEAT_SECONDS * 2 > EZAT_SLOT_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "EZAT_SLOT_HEARTBEAT_SECONDS must be at most half of EZAT_SLOT_LEASE_SECONDS"
+    )
 # Signed thinking blocks kept for OpenAI-format tool loops.
 EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
 # Image URLs: loopback hosts are refused unless a test turns this on.
@@ -275,6 +312,15 @@ EZAT_CHECKPOINT_STALE_SECONDS = env.float("EZAT_CHECKPOINT_STALE_SECONDS", defau
 EZAT_GC_GEN0_THRESHOLD = env.int("EZAT_GC_GEN0_THRESHOLD", default=20_000)
 # Responses API: stored responses (`store: true`) are kept this many days, then purged by beat.
 EZAT_RESPONSE_RETENTION_DAYS = env.int("EZAT_RESPONSE_RETENTION_DAYS", default=30)
+# Days a request-log row is kept (usage records and the ledger are never deleted).
+EZAT_REQUEST_LOG_RETENTION_DAYS = env.int("EZAT_REQUEST_LOG_RETENTION_DAYS", default=30)
+# Rows waiting for the writer beyond this are dropped and counted (the log is not the bill).
+EZAT_REQUEST_LOG_MAX_PENDING = env.int("EZAT_REQUEST_LOG_MAX_PENDING", default=50_000)
+# /metrics: served to these client addresses, or to any holder of EZAT_METRICS_TOKEN (bearer).
+EZAT_METRICS_ALLOWED_IPS = env.list("EZAT_METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
+EZAT_METRICS_TOKEN = env.str("EZAT_METRICS_TOKEN", default="")
+# Per-org labels on request metrics: unbounded with many orgs, so off unless asked for.
+EZAT_METRICS_ORG_LABELS = env.bool("EZAT_METRICS_ORG_LABELS", default=False)
 # Seconds an answer waits for its stored copy to commit (so a continuation sent right after it,
 # to any replica, finds it). Past this, or if the write fails, the answer goes out anyway.
 EZAT_RESPONSE_STORE_WAIT = env.float("EZAT_RESPONSE_STORE_WAIT", default=2.0)

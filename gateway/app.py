@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ from django.conf import settings
 from django.db import DatabaseError as DjangoDatabaseError
 
 from ezat.logging import request_id_var
-from gateway import durability
+from gateway import durability, outcome
 from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError, database_unavailable
 from gateway.handlers import chat, messages, models, responses
@@ -82,13 +83,15 @@ class GatewayApp:
         handler, known = self.resolve(scope["method"], path)
         fmt = OPENAI if path.startswith("/openai/") else ANTHROPIC
         if handler is None:
+            started = time.perf_counter()
             try:
                 # The key is checked before the path: a wrong key is a 401 on every path, known
                 # or not, on both APIs (a path is not a secret, but the answer must not depend
                 # on whether the caller guessed a real one before its key is known to be good).
                 await authenticate(request, fmt)
             except GatewayError as err:
-                await fmt.send_error(send, request, err)
+                status = await fmt.send_error(send, request, err)
+                outcome.finish(request, http_status=status, error=err, started=started)
                 request.close()
                 return
             err = (
@@ -96,7 +99,8 @@ class GatewayApp:
                 if known
                 else GatewayError(404, f"no such endpoint: {path}", type_="not_found_error")
             )
-            await fmt.send_error(send, request, err)
+            status = await fmt.send_error(send, request, err)
+            outcome.finish(request, http_status=status, error=err, started=started)
             request.close()
             return
         try:

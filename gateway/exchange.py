@@ -25,14 +25,19 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.keycache import KeyInfo
+from billing.pricing import TokenCounts
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
+from ezat import money
 from gateway import limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints
-from gateway.errors import GatewayError, from_upstream
+from gateway.errors import GatewayError
 from gateway.http import StreamWriter
-from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent, SSEParser
+from gateway.platforms import StreamDecoder, json_reply, stream_decoder, upstream_error
+from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
+from gateway.signed_kinds import kinds as signed_kinds
+from gateway.signed_kinds import signatures_in_reply, spans_kinds
 from gateway.upstream import CONNECT_ERRORS, UnusableDeployment, UpstreamResponse, client
 from gateway.usage import UsageTracker
 from gateway.walk import HIGH_EFFORTS, AttemptFailed, ChainWalk, check_body_size
@@ -52,6 +57,10 @@ __all__ = [
 
 KeepAlive = Callable[[], Awaitable[None]]
 
+# An error event before the first token, by its type: overloaded as the API's 529, a throttle
+# (Bedrock's throttlingException, say) as a 429; anything else a 500. All are retried elsewhere.
+EVENT_STATUS = {"overloaded_error": 529, "rate_limit_error": 429}
+
 
 class _DrainStopped(Exception):
     """The upstream reported an error while draining a disconnected stream."""
@@ -70,7 +79,7 @@ class OpenStream:
     """An upstream stream that produced its first content event (the commit point)."""
 
     response: UpstreamResponse
-    parser: SSEParser
+    parser: StreamDecoder
     buffered: list[tuple[SSEEvent, dict[str, Any]]]
     route: Route
     # Events of the committing read after the first token, not parsed yet: the first token goes
@@ -99,6 +108,7 @@ class Exchange(ChainWalk):
         session: str,
         prefix: str | None = None,
         pin_kind: bool = False,
+        signatures: list[str] | None = None,
         high_effort: bool = False,
         candidates: list[Candidate] | None = None,
         requested_id: str | None = None,
@@ -127,6 +137,10 @@ class Exchange(ChainWalk):
         self.session = session
         self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
         self.pin_kind = pin_kind
+        # The request's thinking signatures (newest first) and, once looked up, the deployment
+        # kind that signed them: the conversation stays on that platform (gateway/walk.py).
+        self.signatures = signatures or []
+        self.pinned_kind: str | None = None
         self.high_effort = high_effort
         self.deadline_s = (
             settings.EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT
@@ -152,6 +166,13 @@ class Exchange(ChainWalk):
         self._settled = False
         self._recorded_cost = 0
         self.route: Route | None = None
+        # What the request log and the request's log line report (gateway/outcome.py).
+        self.http_status: int | None = None  # set by log(): the status the request ended with
+        self.error: GatewayError | None = None  # the error as the client saw it, if any
+        self.finish_reason = ""
+        self.tokens: TokenCounts | None = None  # as recorded (billed)
+        self.admitted_ms: int | None = None
+        self.output_exact = True
 
     # --- the two shapes of a Messages call, over deployments with failover ------------------
     async def call(self, body_for: Callable[[Route], bytes], beta: str | None) -> dict[str, Any]:
@@ -169,6 +190,14 @@ class Exchange(ChainWalk):
             reply = None
         if not isinstance(reply, dict):
             raise GatewayError(502, "the provider answered with an invalid body", type_="api_error")
+        stop = reply.get("stop_reason")
+        self.finish_reason = stop if isinstance(stop, str) else ""
+        if self.route is not None and spans_kinds(self.model):
+            content = reply.get("content")
+            if isinstance(content, list):
+                signed_kinds.remember(
+                    self.key.org_id, signatures_in_reply(content), self.route.deployment.kind
+                )
         return reply
 
     async def open_committed(
@@ -214,9 +243,10 @@ class Exchange(ChainWalk):
         finally:
             if response is not None:
                 response.close()  # a no-op once read; drops a half-read connection
+        kind = route.deployment.kind
         if response.status != 200:
-            raise _upstream_failure(response.status, payload)
-        return response.status, payload
+            raise _upstream_failure(kind, response.status, response.headers, payload)
+        return response.status, json_reply(kind, path, payload)
 
     # --- one attempt, stream ------------------------------------------------------------------
     async def open_stream(
@@ -235,7 +265,9 @@ class Exchange(ChainWalk):
             if response.status != 200:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
                     payload = await response.read()
-                raise _upstream_failure(response.status, payload)
+                raise _upstream_failure(
+                    route.deployment.kind, response.status, response.headers, payload
+                )
         except TimeoutError:
             raise AttemptFailed(
                 _timeout_error(self.deadline_s), "timeout", retryable=True
@@ -244,7 +276,7 @@ class Exchange(ChainWalk):
             raise _unusable(exc) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
-        parser = SSEParser()
+        parser = stream_decoder(route.deployment.kind)
         buffered: list[tuple[SSEEvent, dict[str, Any]]] = []
         try:
             while True:
@@ -278,7 +310,7 @@ class Exchange(ChainWalk):
                         error = data.get("error") or {}
                         raise AttemptFailed(
                             GatewayError(
-                                529 if error.get("type") == "overloaded_error" else 500,
+                                EVENT_STATUS.get(str(error.get("type")), 500),
                                 str(error.get("message") or "upstream error"),
                                 type_=error.get("type"),
                             ),
@@ -343,27 +375,47 @@ class Exchange(ChainWalk):
         rest, opened.rest = opened.rest, []
         response = opened.response
         response.watch_idle(settings.EZAT_PING_INTERVAL)
-        while True:
-            if pending:
-                yield pending
-            if rest:
-                pending, rest = [(e, e.json()) for e in rest], []
-                continue
-            if disconnected.is_set():
-                raise ClientGone
-            try:
-                chunk = await response.readany()
-            except TimeoutError:  # silence for a ping interval
-                await writer.write(ping)
-                pending = []
-                continue
-            if not chunk:
-                raise AttemptFailed(
-                    GatewayError(502, "the provider closed the stream early"),
-                    "dropped",
-                    retryable=False,
-                )
-            pending = [(e, e.json()) for e in opened.parser.feed(chunk)]
+        # Signatures are remembered with the kind that signed them only where the model's
+        # deployments span kinds (otherwise there is no platform to choose).
+        track = spans_kinds(self.model)
+        metrics.OPEN_STREAMS.inc()
+        try:
+            while True:
+                if pending:
+                    if track:
+                        self._remember_signatures(opened.route, pending)
+                    yield pending
+                if rest:
+                    pending, rest = [(e, e.json()) for e in rest], []
+                    continue
+                if disconnected.is_set():
+                    raise ClientGone
+                try:
+                    chunk = await response.readany()
+                except TimeoutError:  # silence for a ping interval
+                    await writer.write(ping)
+                    pending = []
+                    continue
+                if not chunk:
+                    raise AttemptFailed(
+                        GatewayError(502, "the provider closed the stream early"),
+                        "dropped",
+                        retryable=False,
+                    )
+                pending = [(e, e.json()) for e in opened.parser.feed(chunk)]
+        finally:
+            metrics.OPEN_STREAMS.dec()
+
+    def _remember_signatures(
+        self, route: Route, batch: list[tuple[SSEEvent, dict[str, Any]]]
+    ) -> None:
+        for event, data in batch:
+            if event.name == "content_block_delta":
+                delta = data.get("delta")
+                if isinstance(delta, dict) and delta.get("type") == "signature_delta":
+                    signature = delta.get("signature")
+                    if isinstance(signature, str) and signature:
+                        signed_kinds.remember(self.key.org_id, [signature], route.deployment.kind)
 
     async def drain_after_disconnect(self, opened: OpenStream, tracker: UsageTracker) -> int:
         """The client left mid-stream: it pays for what was produced. Read on (bounded) for the
@@ -431,19 +483,44 @@ class Exchange(ChainWalk):
         # below the cost) still counts against the cap and the balance.
         self._recorded_cost = cost
         checkpoints.close(self)  # recorded (in the database or the spool): nothing to recover
+        self.tokens = tokens
+        self.output_exact = tracker.exact
+        self.finish_reason = tracker.stop_reason or self.finish_reason
+        metrics.observe_usage(self.model.id, tokens, cost)
         _publish_live(data, cost, self.key.prefix)
         return cost
 
+    @property
+    def cost_usd(self) -> bytes:
+        """The recorded cost as billed: exact USD, 9 decimals (x-ezat-cost-usd)."""
+        return money.usd_from_nano(self._recorded_cost, 9).encode()
+
+    def cost_comment(self) -> bytes:
+        """The cost as an SSE comment, sent just before a stream's final event: SDKs skip
+        comment lines (SSE spec: a line starting with ':'), curl users can read it."""
+        return b": x-ezat-cost-usd: " + self.cost_usd + b"\n\n"
+
+    @property
+    def recorded_cost(self) -> int:
+        """The cost recorded (billed) for this request; 0 when nothing was recorded."""
+        return self._recorded_cost
+
     async def fail_stream(
-        self, writer: StreamWriter, error: bytes, status: int, *, client_gone: bool = False
+        self,
+        writer: StreamWriter,
+        error: bytes,
+        status: int,
+        *,
+        client_gone: bool = False,
+        err: GatewayError | None = None,
     ) -> None:
         """After the response opened, a failure is told in-stream (unless nobody listens any
-        more), the stream ends, and nothing is billed."""
+        more), the stream ends, and nothing is billed. `err`: the error told (request log)."""
         await self.settle()
         if not client_gone:
             await writer.write(error)
             await writer.close()
-        self.log(status)
+        self.log(499 if client_gone else status, err)
 
     @staticmethod
     def stream_failure(exc: BaseException) -> GatewayError:
@@ -461,9 +538,8 @@ class Exchange(ChainWalk):
         checkpoints.close(self)
         self._end_busy()
         cost = self._recorded_cost
-        if not (self.hold_nano or cost):
-            await self._release_slot()
-            return
+        # Always through the limiter's settle, even with no money involved: it also releases
+        # the request's key and org concurrency leases (and nothing at all when none were taken).
         slot, self._slot = self._slot, None
         await limits.get_limiter().settle(
             self.limits_id,
@@ -474,23 +550,12 @@ class Exchange(ChainWalk):
             deployment_id=slot,
         )
 
-    def log(self, status: int) -> None:
-        elapsed = time.perf_counter() - self.t0
-        metrics.REQUESTS.labels(self.api, self.model.id, str(status)).inc()
-        metrics.LATENCY.labels(self.api).observe(elapsed)
-        if self.ttft_ms is not None:
-            metrics.TTFT.labels(self.api).observe(self.ttft_ms / 1000)
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "request",
-                extra={
-                    "api": self.api,
-                    "model": self.model.id,
-                    "status": status,
-                    "ms": round(elapsed * 1000, 2),
-                    "attempts": self.attempts,
-                },
-            )
+    def log(self, status: int, error: GatewayError | None = None) -> None:
+        """Note how the request ended; its metrics, log line and request-log row are written
+        once, when the handler returns (gateway/outcome.py)."""
+        self.http_status = status
+        if error is not None:
+            self.error = error
 
 
 def _timeout_error(seconds: float) -> GatewayError:
@@ -499,7 +564,9 @@ def _timeout_error(seconds: float) -> GatewayError:
     )
 
 
-def _upstream_failure(status: int, payload: bytes) -> AttemptFailed:
+def _upstream_failure(
+    kind: str, status: int, headers: dict[str, str], payload: bytes
+) -> AttemptFailed:
     if status in (401, 403):
         # The provider refused the gateway's own credential (a rotated or revoked key, a key
         # without access): the deployment is at fault, not the customer's request. Another
@@ -514,7 +581,7 @@ def _upstream_failure(status: int, payload: bytes) -> AttemptFailed:
             f"http_{status}",
             retryable=True,
         )
-    error = from_upstream(status, payload)
+    error = upstream_error(kind, status, headers, payload)
     return AttemptFailed(error, f"http_{status}", retryable=error.retryable_upstream)
 
 

@@ -33,6 +33,7 @@ class ApiRequest:
         "_watcher",
         "body",
         "headers",
+        "key",
         "method",
         "path",
         "query",
@@ -55,6 +56,7 @@ class ApiRequest:
             else f"req_{uuid.uuid4().hex}"
         )
         self.body = b""
+        self.key: Any = None  # the caller's KeyInfo once authenticated (the request log's org)
         self._disconnected = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
 

@@ -1,10 +1,27 @@
-"""Prometheus metrics for the gateway (exposed by Django at /metrics)."""
+"""Prometheus metrics for the gateway (exposed by Django at /metrics, see ezat/health.py).
+
+Label sets are bounded: the API (a handful), the canonical model (the catalog), the HTTP status
+and its class, the error type (the fixed set of GatewayError types) and deployment names. An org
+label is unbounded with many tenants, so per-org series exist only with EZAT_METRICS_ORG_LABELS.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
-REQUESTS = Counter("ezat_requests_total", "API requests", ["api", "model", "status"])
+REQUESTS = Counter(
+    "ezat_requests_total",
+    "API requests by api, canonical model, HTTP status (and class) and error type",
+    ["api", "model", "status", "status_class", "error_type"],
+)
+ORG_REQUESTS = Counter(
+    "ezat_org_requests_total",
+    "API requests per org and status class (only with EZAT_METRICS_ORG_LABELS)",
+    ["org", "status_class"],
+)
+UNAUTHENTICATED = Counter(
+    "ezat_unauthenticated_requests_total", "Requests refused for a missing or wrong key", ["api"]
+)
 LATENCY = Histogram(
     "ezat_request_seconds",
     "Time to the last byte",
@@ -17,6 +34,12 @@ TTFT = Histogram(
     ["api"],
     buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 180),
 )
+TOKENS = Counter(
+    "ezat_tokens_total", "Tokens billed, by class and canonical model", ["model", "kind"]
+)
+COST = Counter("ezat_cost_nano_usd_total", "Cost billed in nano-USD, by canonical model", ["model"])
+IN_FLIGHT = Gauge("ezat_requests_in_flight", "API requests being handled now")
+OPEN_STREAMS = Gauge("ezat_open_streams", "Streams past their first token, not yet ended")
 UPSTREAM_ATTEMPTS = Counter(
     "ezat_upstream_attempts_total", "Attempts per deployment and outcome", ["deployment", "outcome"]
 )
@@ -37,3 +60,44 @@ PREFIX_FALLBACKS = Counter(
     "Displaced conversations by what chose their deployment (session, prefix or none)",
     ["chosen_by"],
 )
+LIMITER_DECISIONS = Counter(
+    "ezat_limiter_decisions_total",
+    "Admission decisions (admitted, rate_limited, insufficient_funds, capacity, unavailable)",
+    ["decision"],
+)
+
+_TOKEN_KINDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h", "reasoning")
+
+
+def observe_request(
+    *,
+    api: str,
+    model: str,
+    http_status: int,
+    error_type: str,
+    seconds: float,
+    ttft_ms: int | None,
+    org_id: int | None,
+) -> None:
+    status_class = f"{http_status // 100}xx"
+    REQUESTS.labels(api, model or "unknown", str(http_status), status_class, error_type).inc()
+    LATENCY.labels(api).observe(seconds)
+    if ttft_ms is not None:
+        TTFT.labels(api).observe(ttft_ms / 1000)
+    if http_status == 401:
+        UNAUTHENTICATED.labels(api).inc()
+    if org_id is not None:
+        from django.conf import settings
+
+        if settings.EZAT_METRICS_ORG_LABELS:
+            ORG_REQUESTS.labels(str(org_id), status_class).inc()
+
+
+def observe_usage(model: str, tokens: object, cost_nano: int) -> None:
+    """Tokens by class and cost of one recorded usage record."""
+    for kind in _TOKEN_KINDS:
+        count = getattr(tokens, kind)
+        if count:
+            TOKENS.labels(model, kind).inc(count)
+    if cost_nano:
+        COST.labels(model).inc(cost_nano)

@@ -16,6 +16,10 @@ from __future__ import annotations
 # Read as decimal megabytes, the stricter reading, so no body the edge refuses is sent.
 MAX_REQUEST_BYTES: dict[str, int] = {
     "anthropic": 32_000_000,
+    # Bedrock InvokeModel: the AWS user guide says "maximum size of the payload … 20MB", the
+    # service model allows a 25,000,000-byte Body (reference/platforms-and-responses.md §1.2):
+    # the stricter figure. Vertex documents none for rawPredict: it gets the smallest known.
+    "bedrock": 20_000_000,
 }
 
 

@@ -169,6 +169,12 @@ class HealthBoard:
             if client is not None:
                 asyncio.get_running_loop().create_task(self._publish(deployment_id, until))
 
+    def cool_down(self, deployment_id: int) -> None:
+        """Cool a deployment down now (its credentials could not be refreshed, say), whatever
+        its failure count: routing prefers the others until the cooldown ends."""
+        for _ in range(max(1, settings.EZAT_COOLDOWN_FAILURES)):
+            self.failure(deployment_id)
+
     async def _publish(self, deployment_id: int, until: float) -> None:
         try:
             await self._redis_client().set(

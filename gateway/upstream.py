@@ -272,17 +272,32 @@ class UpstreamClient:
         self, deployment: DeploymentInfo, path: str, body: bytes, beta: str | None = None
     ) -> UpstreamResponse:
         target = self._target(deployment.base_url)
-        head = (
-            f"POST {target.path_prefix}{path} HTTP/1.1\r\n"
-            f"host: {target.host_header}\r\n"
-            f"x-api-key: {deployment.api_key}\r\n"
-            f"anthropic-version: {ANTHROPIC_VERSION}\r\n"
-            "content-type: application/json\r\n"
-            "accept-encoding: identity\r\n"
-            f"content-length: {len(body)}\r\n"
-        )
-        if beta:
-            head += f"anthropic-beta: {beta}\r\n"
+        if deployment.kind == "anthropic":
+            head = (
+                f"POST {target.path_prefix}{path} HTTP/1.1\r\n"
+                f"host: {target.host_header}\r\n"
+                f"x-api-key: {deployment.api_key}\r\n"
+                f"anthropic-version: {ANTHROPIC_VERSION}\r\n"
+                "content-type: application/json\r\n"
+                "accept-encoding: identity\r\n"
+                f"content-length: {len(body)}\r\n"
+            )
+            if beta:
+                head += f"anthropic-beta: {beta}\r\n"
+        else:
+            # Bedrock / Vertex: the platform's URL, body and signed or bearer headers.
+            from gateway.platforms import adapter
+
+            path, headers, body = await adapter(deployment.kind).prepare(
+                deployment, target, path, body, beta
+            )
+            head = (
+                f"POST {target.path_prefix}{path} HTTP/1.1\r\n"
+                f"host: {target.host_header}\r\n"
+                f"{headers}"
+                "accept-encoding: identity\r\n"
+                f"content-length: {len(body)}\r\n"
+            )
         conn = await self._acquire(target.origin)
         loop = asyncio.get_running_loop()
         conn.headers_done = loop.create_future()

@@ -19,6 +19,7 @@ class UsageTracker:
     usage: dict[str, Any] = field(default_factory=dict)
     output_chars: int = 0
     exact: bool = False
+    stop_reason: str = ""  # from message_delta: the request log's finish reason
 
     def absorb(self, event_type: str, data: dict[str, Any]) -> None:
         if event_type == "content_block_delta":
@@ -31,6 +32,9 @@ class UsageTracker:
         elif event_type == "message_delta":
             self.usage.update(data.get("usage") or {})
             self.exact = True
+            stop = (data.get("delta") or {}).get("stop_reason")
+            if isinstance(stop, str):
+                self.stop_reason = stop
 
     def tokens(self, model: ModelInfo) -> TokenCounts:
         u = self.usage

@@ -23,6 +23,8 @@ from gateway.prefix_digest import digest
 from gateway.request_limits import max_request_bytes, too_large_message
 from gateway.routing import failover_order, health, route_order
 from gateway.routing_policies import in_flight
+from gateway.signed_kinds import kinds as signed_kinds
+from gateway.signed_kinds import spans_kinds
 
 # Efforts that may think for minutes before the first token: they get the longer start deadline.
 HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
@@ -63,6 +65,8 @@ class ChainWalk:
     session: str
     prefix: str | None
     pin_kind: bool
+    signatures: list[str]
+    pinned_kind: str | None
     high_effort: bool
     deadline_s: float
     candidates: list[Candidate]
@@ -102,7 +106,7 @@ class ChainWalk:
                 self._prefix_checked.add(model.id)
             if self.pin_kind and order and position == 0:
                 # Signed thinking blocks are only valid on the platform that signed them.
-                order = [r for r in order if r.deployment.kind == order[0].deployment.kind]
+                order = await self._pinned_order(model, order)
             if not order:
                 self.attempts.append({"model": candidate.model.id, "outcome": "no_deployment"})
                 continue
@@ -111,6 +115,26 @@ class ChainWalk:
             else:
                 plan.append((candidate, order))
         return plan + cooling
+
+    async def _pinned_order(self, model: ModelInfo, order: list[Route]) -> list[Route]:
+        """The deployments of the platform that signed the conversation's thinking: the one the
+        signed-kinds store names, else the kind of the conversation's own deployment."""
+        kind = None
+        if self.signatures and spans_kinds(model):
+            kind = await signed_kinds.lookup(self.key.org_id, self.signatures)
+        kind = kind or order[0].deployment.kind
+        self.pinned_kind = kind
+        pinned = [r for r in order if r.deployment.kind == kind]
+        if not pinned:
+            raise GatewayError(
+                503,
+                f"this conversation carries thinking blocks signed on {kind}, and no {kind} "
+                f"deployment serves {model.id}: signed thinking is valid only on the platform "
+                "that produced it, so it is not sent elsewhere",
+                type_="overloaded_error",
+                headers={"retry-after": "1"},
+            )
+        return pinned
 
     async def admit(self, *, input_estimate: int, max_tokens: int, billable: bool = True) -> None:
         for candidate in self.candidates:
@@ -132,13 +156,14 @@ class ChainWalk:
                 )
                 for c, _ in plan
             )
-        candidates: tuple[tuple[int, int], ...] = ()
+        candidates: tuple[tuple[int, int, float], ...] = ()
         if billable:
-            seen: dict[int, int] = {}
+            seen: dict[int, tuple[int, int, float]] = {}
             for _, order in plan:
                 for r in order:
-                    seen.setdefault(r.deployment.id, r.deployment.max_concurrency)
-            candidates = tuple(seen.items())
+                    d = r.deployment
+                    seen.setdefault(d.id, (d.id, d.max_concurrency, d.fair_share))
+            candidates = tuple(seen.values())
         admitted = await limits.get_limiter().admit(
             limits.AdmitRequest(
                 request_id=self.limits_id,
@@ -148,6 +173,9 @@ class ChainWalk:
                 spend_cap_nano=self.key.spend_cap_nano,
                 hold_nano=self.hold_nano,
                 candidates=candidates,
+                # Counted for inference only (requests that take a slot), like slots.
+                key_concurrency=self.key.key_concurrency if billable else None,
+                org_concurrency=self.key.org_concurrency if billable else None,
             )
         )
         self.rate = admitted.rate
@@ -189,6 +217,15 @@ class ChainWalk:
             raise GatewayError(
                 529,
                 "every deployment of this model is at capacity; retry shortly",
+                type_="overloaded_error",
+                headers={"retry-after": "1"},
+            )
+        if self.pinned_kind is not None and spans_kinds(self.model):
+            raise GatewayError(
+                503,
+                f"{self.model.id} cannot answer on {self.pinned_kind} right now ({last.message});"
+                f" this conversation carries thinking blocks signed on {self.pinned_kind}, which "
+                "no other platform accepts",
                 type_="overloaded_error",
                 headers={"retry-after": "1"},
             )
@@ -246,7 +283,14 @@ class ChainWalk:
             route = order[position]
             dep = route.deployment
             if self._uses_slots and self._slot != dep.id:
-                if not await limiter.acquire_slot(self.limits_id, dep.id, dep.max_concurrency):
+                taken = await limiter.acquire_slot(
+                    self.limits_id,
+                    dep.id,
+                    dep.max_concurrency,
+                    org_id=self.key.org_id,
+                    share=dep.fair_share,
+                )
+                if not taken:
                     self.attempts.append(
                         {"model": self.model.id, "deployment": dep.name, "outcome": "full"}
                     )

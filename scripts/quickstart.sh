@@ -15,8 +15,17 @@ VAR_DIR=${VAR_DIR:-var}
 CREDENTIALS=$VAR_DIR/demo-credentials.txt
 LOGS=$VAR_DIR/log
 
+# EZAT_SIM_PLATFORMS=anthropic,bedrock,vertex starts one simulator per platform (Bedrock with
+# SigV4 keys, Vertex with a service-account key whose token endpoint is that simulator) and a
+# deployment of each kind in front of them; failover goes across them.
+PLATFORMS=${EZAT_SIM_PLATFORMS:-anthropic}
 ports=("PORT=$PORT")
-[ -z "${ANTHROPIC_API_KEY:-}" ] && ports+=("SIM_PORT=$SIM_PORT")
+if [ -z "${ANTHROPIC_API_KEY:-}" ]; then  # one simulator port per platform, from SIM_PORT up
+    n=0
+    for platform in anthropic bedrock vertex; do
+        case ",$PLATFORMS," in *",$platform,"*) ports+=("SIM_PORT+$n=$((SIM_PORT + n))"); n=$((n + 1)) ;; esac
+    done
+fi
 python3 scripts/check_ports.py "${ports[@]}" || exit 1
 
 bash scripts/bootstrap.sh
@@ -55,15 +64,56 @@ $PY manage.py ensure_demo_users --credentials "$CREDENTIALS" --api-key "$KEY"
 
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     $PY manage.py add_deployment anthropic --url https://api.anthropic.com --api-key "$ANTHROPIC_API_KEY" >/dev/null
-    $PY manage.py set_deployment simulator --disable >/dev/null 2>&1 || true
+    for name in simulator simulator-bedrock simulator-vertex; do
+        $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true
+    done
     UPSTREAM="Anthropic (api.anthropic.com)"
 else
-    SIM_KEY=$($PY -c 'import secrets; print("sk-sim-" + secrets.token_urlsafe(16))')
-    $PY -m gateway.simulator --port "$SIM_PORT" --api-key "$SIM_KEY" >"$LOGS/simulator.log" 2>&1 &
-    CHILDREN+=($!)
-    $PY manage.py add_deployment simulator --url "http://127.0.0.1:$SIM_PORT" --api-key "$SIM_KEY" >/dev/null
     $PY manage.py set_deployment anthropic --disable >/dev/null 2>&1 || true
-    UPSTREAM="the simulator on :$SIM_PORT, log $LOGS/simulator.log (set ANTHROPIC_API_KEY to use Anthropic)"
+    UPSTREAM=""
+    STATE_DIR=${EZAT_SIM_STATE_DIR:-.ezat-sim}
+    mkdir -p "$STATE_DIR" && chmod 700 "$STATE_DIR"
+    port=$SIM_PORT
+    for platform in anthropic bedrock vertex; do
+        name=simulator; [ "$platform" = anthropic ] || name="simulator-$platform"
+        case ",$PLATFORMS," in
+            *",$platform,"*) ;;
+            *) $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true; continue ;;
+        esac
+        log=$LOGS/simulator.log; [ "$platform" = anthropic ] || log=$LOGS/simulator-$platform.log
+        case $platform in
+        anthropic)
+            SIM_KEY=$($PY -c 'import secrets; print("sk-sim-" + secrets.token_urlsafe(16))')
+            $PY -m gateway.simulator --port "$port" --api-key "$SIM_KEY" >"$log" 2>&1 &
+            CHILDREN+=($!)
+            $PY manage.py add_deployment "$name" --url "http://127.0.0.1:$port" --api-key "$SIM_KEY" >/dev/null
+            ;;
+        bedrock)
+            KEY_ID=$($PY -c 'import secrets; print("AKIA" + secrets.token_hex(8).upper())')
+            SECRET=$($PY -c 'import secrets; print(secrets.token_urlsafe(30))' | tr -- '-_' '+/')
+            $PY manage.py simulator --platform bedrock --port "$port" --region us-east-1 \
+                --aws-access-key-id "$KEY_ID" --aws-secret-access-key "$SECRET" >"$log" 2>&1 &
+            CHILDREN+=($!)
+            $PY manage.py add_deployment "$name" --kind bedrock --region us-east-1 \
+                --url "http://127.0.0.1:$port" --aws-access-key-id "$KEY_ID" \
+                --aws-secret-access-key "$SECRET" >/dev/null
+            ;;
+        vertex)
+            SA="$STATE_DIR/vertex-service-account.json"
+            rm -f "$SA"  # written afresh by the simulator, its token_uri pointing at it
+            $PY manage.py simulator --platform vertex --port "$port" --project ezat-local \
+                --region us-east5 --service-account-file "$SA" >"$log" 2>&1 &
+            CHILDREN+=($!)
+            for _ in $(seq 1 300); do [ -s "$SA" ] && break; sleep 0.1; done
+            $PY manage.py add_deployment "$name" --kind vertex --project ezat-local \
+                --region us-east5 --url "http://127.0.0.1:$port/v1" \
+                --service-account-file "$SA" >/dev/null
+            ;;
+        esac
+        UPSTREAM="$UPSTREAM $platform simulator on :$port (log $log);"
+        port=$((port + 1))
+    done
+    UPSTREAM="$UPSTREAM (set ANTHROPIC_API_KEY to use Anthropic)"
 fi
 
 cat <<MSG

@@ -26,6 +26,7 @@ USD_DECIMALS = 9
 # Far below the BigInteger ceiling (≈ 9.2e9 USD in nano), far above any sane cap.
 MAX_USD = Decimal(1_000_000_000)
 MAX_RPM = 2_147_483_647  # PositiveIntegerField's ceiling on every database
+MAX_CONCURRENCY = MAX_RPM
 
 USD_SCHEMA = {
     "type": "string",
@@ -202,6 +203,9 @@ class ApiKeySerializer(serializers.Serializer):
     rpm_limit = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="Requests per minute; null = the default."
     )
+    max_concurrency = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Requests in flight; null = the default."
+    )
     spend_cap_usd = UsdField(
         source="spend_cap_nano", allow_null=True, help_text="Monthly (UTC) cap; null = none."
     )
@@ -237,6 +241,18 @@ def _rpm_field(**kwargs: Any) -> serializers.IntegerField:
     )
 
 
+def _concurrency_field(**kwargs: Any) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_CONCURRENCY,
+        allow_null=True,
+        required=False,
+        error_messages={"min_value": "must be ≥ 1", "max_value": "must be ≤ {max_value}"},
+        help_text="Requests in flight at once; null = the default.",
+        **kwargs,
+    )
+
+
 def _cap_field(**kwargs: Any) -> UsdInputField:
     return UsdInputField(
         allow_null=True,
@@ -249,6 +265,7 @@ def _cap_field(**kwargs: Any) -> UsdInputField:
 class ApiKeyCreateSerializer(StrictInputSerializer):
     name = _name_field(default="")
     rpm_limit = _rpm_field(default=None)
+    max_concurrency = _concurrency_field(default=None)
     spend_cap_usd = _cap_field(default=None)
 
 
@@ -257,6 +274,7 @@ class ApiKeyUpdateSerializer(StrictInputSerializer):
 
     name = _name_field()
     rpm_limit = _rpm_field()
+    max_concurrency = _concurrency_field()
     spend_cap_usd = _cap_field()
 
 

@@ -56,7 +56,8 @@ KEY_NOT_FOUND = "key not found"
 
 
 class ApiPagination(PageNumberPagination):
-    """`page` and `page_size` (≤ 200); malformed values are a 400 naming the parameter."""
+    """`page` and `page_size` (≤ 200); malformed or too large values are a 400 naming the
+    parameter."""
 
     page_size = 50
     page_size_query_param = "page_size"
@@ -68,7 +69,9 @@ class ApiPagination(PageNumberPagination):
             return self.page_size
         if not raw.isdigit() or int(raw) < 1:
             raise ValidationError({"page_size": ["must be a positive integer"]})
-        return min(int(raw), self.max_page_size)
+        if int(raw) > self.max_page_size:
+            raise ValidationError({"page_size": [f"must be at most {self.max_page_size}"]})
+        return int(raw)
 
     def paginate_queryset(
         self, queryset: QuerySet[Any], request: Request, view: Any = None
@@ -214,6 +217,7 @@ class ApiKeyListView(OrgScopedAPIView):
                 org=self.org,
                 name=data["name"],
                 rpm_limit=data["rpm_limit"],
+                max_concurrency=data["max_concurrency"],
                 spend_cap_nano=data["spend_cap_usd"],
                 # A management key is not a person; its actions are attributed in the log line.
                 created_by=None if access.via_management_key else request.user,
@@ -259,6 +263,8 @@ class ApiKeyDetailView(OrgScopedAPIView):
             changes["name"] = data["name"]
         if "rpm_limit" in data:
             changes["rpm_limit"] = data["rpm_limit"]
+        if "max_concurrency" in data:
+            changes["max_concurrency"] = data["max_concurrency"]
         if "spend_cap_usd" in data:
             changes["spend_cap_nano"] = data["spend_cap_usd"]
         if changes:

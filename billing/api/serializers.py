@@ -11,7 +11,7 @@ from rest_framework import serializers
 from accounts import keys
 from accounts.api.serializers import DateOrDateTimeField, UsdField, validate_range
 from billing.api.selectors import GROUP_BY_CHOICES
-from billing.models import LedgerEntry, UsageRecord
+from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.pricing import PRICE_KINDS
 from billing.selectors import itemised_cost
 
@@ -56,9 +56,17 @@ class RequestLogQuerySerializer(RangeQuerySerializer):
         required=False, allow_null=True, max_length=128, help_text="Model id or alias sent."
     )
     status = serializers.ChoiceField(
-        choices=UsageRecord.Status.values, required=False, allow_null=True
+        choices=RequestLog.Status.values, required=False, allow_null=True
     )
-    request_id = serializers.CharField(required=False, allow_null=True, max_length=160)
+    http_status = serializers.IntegerField(
+        required=False, allow_null=True, min_value=100, max_value=599, help_text="e.g. 429"
+    )
+    request_id = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=160,
+        help_text="The full request id, or a prefix of at least 8 characters.",
+    )
 
     def validate_key(self, value: str | None) -> dict[str, Any] | None:
         if value is None:
@@ -214,3 +222,89 @@ class BalanceSerializer(serializers.Serializer):
     )
     month_start = serializers.DateTimeField(read_only=True)
     as_of = serializers.DateTimeField(read_only=True)
+
+
+# --- The request log (every authenticated request) -------------------------------------------
+
+
+class RequestLogEntrySerializer(serializers.Serializer):
+    """One request as its caller saw it: answered, refused or failed."""
+
+    time = serializers.DateTimeField(source="created_at", read_only=True, help_text="Ended.")
+    started_at = serializers.DateTimeField(read_only=True)
+    request_id = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(
+        choices=RequestLog.Status.values,
+        read_only=True,
+        help_text="ok, client_disconnected or error.",
+    )
+    http_status = serializers.IntegerField(read_only=True)
+    error_type = serializers.CharField(read_only=True, help_text="Blank unless status is error.")
+    error_message = serializers.CharField(read_only=True, help_text="As the client saw it.")
+    api = serializers.CharField(
+        read_only=True, help_text="messages, chat, responses, count_tokens or input_tokens"
+    )
+    stream = serializers.BooleanField(read_only=True)
+    model_name = serializers.CharField(read_only=True, help_text="As the caller sent it.")
+    model = serializers.CharField(
+        source="model_id", read_only=True, help_text="Canonical id of the model that answered."
+    )
+    requested_model = serializers.CharField(read_only=True, help_text="Canonical id asked for.")
+    key_id = serializers.IntegerField(source="api_key_id", read_only=True, allow_null=True)
+    key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, allow_null=True)
+    deployment = serializers.CharField(read_only=True)
+    ttft_ms = serializers.IntegerField(read_only=True, allow_null=True)
+    latency_ms = serializers.IntegerField(read_only=True)
+    attempts = serializers.ListField(
+        child=serializers.DictField(),
+        read_only=True,
+        help_text="Each upstream attempt: deployment, outcome, status, ttfb_ms (time to headers).",
+    )
+    finish_reason = serializers.CharField(read_only=True)
+    tokens = TokensSerializer(source="*", read_only=True)
+    cost_usd = UsdField(source="cost_nano", help_text="0 when not billed.")
+    cost = serializers.SerializerMethodField(help_text="The cost, itemised; null when unbilled.")
+    output_exact = serializers.BooleanField(
+        read_only=True, help_text="False when output tokens were estimated (e.g. a disconnect)."
+    )
+    count = serializers.IntegerField(
+        read_only=True, help_text="> 1: refusals of one key and reason in one second, collapsed."
+    )
+
+    @extend_schema_field(ItemisedCostSerializer(allow_null=True))
+    def get_cost(self, row: RequestLog) -> dict[str, Any] | None:
+        usage = (self.context.get("usage") or {}).get(row.request_id)
+        return ItemisedCostSerializer(itemised_cost(usage)).data if usage is not None else None
+
+
+class LedgerRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    reference = serializers.CharField(read_only=True)
+    amount_usd = UsdField(source="amount_nano")
+    time = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class ReceiptSerializer(serializers.Serializer):
+    billed = serializers.BooleanField(read_only=True)
+    cost_usd = UsdField(source="cost_nano")
+    cost = ItemisedCostSerializer(source="itemised", read_only=True, allow_null=True)
+    hold_usd = UsdField(source="hold_nano", help_text="The worst case held at admission.")
+    released_usd = UsdField(source="released_nano", help_text="Given back at settlement.")
+    ledger_entry = LedgerRefSerializer(
+        read_only=True, allow_null=True, help_text="The debit that charged it; null until then."
+    )
+    recorded_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    reconciled_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class TimelineStepSerializer(serializers.Serializer):
+    step = serializers.CharField(read_only=True)
+    at = serializers.DateTimeField(read_only=True, allow_null=True)
+    ms = serializers.IntegerField(read_only=True, allow_null=True, help_text="From receipt.")
+    detail = serializers.CharField(read_only=True)
+
+
+class RequestDetailSerializer(RequestLogEntrySerializer):
+    output_tokens_per_second = serializers.FloatField(read_only=True, allow_null=True)
+    receipt = ReceiptSerializer(read_only=True)
+    timeline = TimelineStepSerializer(many=True, read_only=True)

@@ -219,3 +219,11 @@ def attempts_title(attempts: list[object]) -> str:
     from billing.dashboard_selectors import attempts_summary
 
     return attempts_summary(attempts)  # type: ignore[arg-type]  # autoescaped by the template
+
+
+@register.filter
+def usd_exact(nano: int | None) -> str:
+    """All nine decimals (receipts: the amount exactly as billed)."""
+    if nano is None:
+        return "—"
+    return f"${money.usd_from_nano(int(nano), 9)}"

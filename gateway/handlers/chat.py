@@ -70,6 +70,7 @@ from gateway.protocols.openai.inbound import (
 from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id, translate_response
 from gateway.protocols.openai.stream import ChatStreamTranslator
 from gateway.routing import has_thinking_signatures, session_key
+from gateway.signed_kinds import signatures_in
 from gateway.thinking_store import store as thinking_store
 
 FMT = OPENAI
@@ -199,6 +200,7 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
             prefix=prefix_identity(tr.body),
             pin_kind=signed,
+            signatures=signatures_in(tr.body) if signed else None,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
             candidates=candidates,
             requested_id=models.requested_id,
@@ -254,7 +256,7 @@ async def _stream(
             raise
         status = FMT.error_status(err)
         translator = _translator(request, exchange, created, tr)
-        await exchange.fail_stream(writer, _stream_error(translator, err), status)
+        await exchange.fail_stream(writer, _stream_error(translator, err), status, err=err)
         return status
     committed_headers(writer, exchange)
     # Built at the first token: its chunks name the model that answers.
@@ -314,7 +316,11 @@ async def _pump(
                         blocks = translator.thinking_blocks_by_tool_id
                         await thinking_store.put(exchange.key.org_id, blocks, exchange.model.id)
                         await exchange.record(tracker)
-                        await writer.write(translator.usage_chunk() + ChatStreamTranslator.DONE)
+                        await writer.write(
+                            translator.usage_chunk()
+                            + exchange.cost_comment()
+                            + ChatStreamTranslator.DONE
+                        )
                         await writer.close()
                         exchange.log(200)
                         return 200
@@ -323,8 +329,9 @@ async def _pump(
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
-        payload = _stream_error(translator, exchange.stream_failure(exc))
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        err = exchange.stream_failure(exc)
+        payload = _stream_error(translator, err)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
         return 200
     finally:
         opened.response.close()

@@ -16,7 +16,7 @@ from accounts.keycache import cache as key_cache
 from catalog.chains import is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 from catalog.snapshot import holder as catalog
-from gateway import chain, limits
+from gateway import chain, limits, outcome
 from gateway.chain import Candidate, ModelChain
 from gateway.errors import (
     GatewayError,
@@ -35,6 +35,7 @@ from gateway.http import (
     base_headers,
     send_response,
 )
+from gateway.metrics import IN_FLIGHT, LIMITER_DECISIONS
 from gateway.protocols.anthropic.validation import unknown_model
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.protocols.nesting import nesting_exceeds, nesting_message
@@ -110,6 +111,7 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
         raise GatewayError(
             401, "invalid API key", type_="authentication_error", code="invalid_api_key"
         )
+    request.key = info
     return info
 
 
@@ -193,6 +195,9 @@ def answer_headers(exchange: Exchange) -> Headers:
     headers: Headers = [(b"x-ezat-model", exchange.model.id.encode())]
     if exchange.effort is not None:
         headers.append((b"x-ezat-reasoning-effort", exchange.effort.encode()))
+    if exchange.tokens is not None:
+        # A non-stream answer, recorded: its cost exactly as billed (streams: an SSE comment).
+        headers.append((b"x-ezat-cost-usd", exchange.cost_usd))
     return headers
 
 
@@ -225,12 +230,53 @@ def invalid_media(exc: InvalidMedia) -> GatewayError:
     return GatewayError(400, exc.message, param=exc.param)
 
 
+_DECISIONS: dict[type, str] = {
+    limits.RateLimited: "rate_limited",
+    limits.InsufficientFunds: "insufficient_funds",
+    limits.CapacityExhausted: "capacity",
+}
+
+
 def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.RateInfo | None]:
     if isinstance(exc, limits.RateLimited):
         return (
             GatewayError(
                 429,
                 "requests per minute limit of this key exceeded",
+                type_="rate_limit_error",
+                headers={"retry-after": str(exc.retry_after)},
+            ),
+            exc.rate,
+        )
+    if isinstance(exc, limits.ConcurrencyLimited):
+        who = "key" if exc.scope == "key" else "organization"
+        return (
+            GatewayError(
+                429,
+                f"{who} concurrency limit of {exc.limit} requests in flight reached; "
+                "retry when one of them ends",
+                type_="rate_limit_error",
+                headers={"retry-after": str(exc.retry_after)},
+            ),
+            exc.rate,
+        )
+    if isinstance(exc, limits.FairShareLimited):
+        if exc.shared:
+            message = (
+                f"fair share limit reached: while other organizations are using this model's "
+                f"deployments, one organization may hold at most {exc.cap} of their "
+                f"{exc.max_concurrency} requests in flight; retry shortly"
+            )
+        else:
+            message = (
+                f"fair share limit reached: one organization may hold at most {exc.cap} of "
+                f"this model's {exc.max_concurrency} requests in flight per deployment (the rest "
+                "is kept free for other organizations); retry shortly"
+            )
+        return (
+            GatewayError(
+                429,
+                message,
                 type_="rate_limit_error",
                 headers={"retry-after": str(exc.retry_after)},
             ),
@@ -311,8 +357,11 @@ class RequestScope:
                 input_estimate=input_estimate, max_tokens=max_tokens, billable=billable
             )
         except limits.AdmissionError as exc:
+            LIMITER_DECISIONS.labels(_DECISIONS.get(type(exc), "unavailable")).inc()
             err, self.rate = admission_error(exc)
             raise err from None
+        LIMITER_DECISIONS.labels("admitted").inc()
+        exchange.admitted_ms = int((time.perf_counter() - exchange.t0) * 1000)
         self.rate = exchange.rate
 
 
@@ -324,22 +373,55 @@ async def guarded(
 ) -> int:
     """Run an API handler: a GatewayError becomes the error answer in the caller's format, and
     whatever happens, a hold or capacity slot the request took is settled (at the recorded cost,
-    after the response has gone out) or released."""
+    after the response has gone out) or released. Then the request's metrics, log line and
+    request-log row (gateway/outcome.py), whichever way it ended."""
     scope = RequestScope()
+    started = time.perf_counter()
+    IN_FLIGHT.inc()
     try:
         status = await handle(scope)
     except GatewayError as err:
         if scope.exchange is not None:
             await scope.exchange.settle()
-            scope.exchange.log(fmt.error_status(err))
-        return await fmt.send_error(send, request, err, scope.rate)
-    except BaseException:
-        # A bug or a cancellation: never leave a hold or a capacity slot behind.
+            scope.exchange.log(fmt.error_status(err), err)
+        status = await fmt.send_error(send, request, err, scope.rate)
+        outcome.finish(
+            request, http_status=status, exchange=scope.exchange, error=err, started=started
+        )
+        return status
+    except asyncio.CancelledError:
+        # The server cancelled the request: the client went away before it was answered.
         if scope.exchange is not None:
             await asyncio.shield(scope.exchange.settle())
+        gone = GatewayError(499, "the client disconnected before the answer", type_="client_gone")
+        outcome.finish(
+            request, http_status=499, exchange=scope.exchange, error=gone, started=started
+        )
+        raise
+    except BaseException as exc:
+        # A bug, or the database down (the app answers 503): never leave a hold or a capacity
+        # slot behind, and log the answer the app is about to give.
+        if scope.exchange is not None:
+            await asyncio.shield(scope.exchange.settle())
+        from django.db import DatabaseError
+        from psycopg import Error as PsycopgError
+
+        if isinstance(exc, DatabaseError | PsycopgError):
+            told = database_unavailable("this request")
+        else:
+            told = GatewayError(500, "internal error", type_="api_error")
+        outcome.finish(
+            request,
+            http_status=fmt.error_status(told),
+            exchange=scope.exchange,
+            error=told,
+            started=started,
+        )
         raise
     finally:
+        IN_FLIGHT.dec()
         scope.end()
     if scope.exchange is not None:
         await scope.exchange.settle()
+    outcome.finish(request, http_status=status, exchange=scope.exchange, started=started)
     return status

@@ -36,6 +36,7 @@ from gateway.handlers.common import (
     snapshot,
     stream_headers,
 )
+from gateway.handlers.translated import error_from_event
 from gateway.http import (
     JSON_CT,
     SSE_HEADERS,
@@ -53,6 +54,7 @@ from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
 from gateway.protocols.fallbacks import RequestNeeds, mapped_effort, messages_needs
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.routing import has_thinking_signatures, session_key
+from gateway.signed_kinds import signatures_in
 
 FMT = ANTHROPIC
 
@@ -106,6 +108,7 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             session=session_key(request.headers.get("x-ezat-session"), None, body),
             prefix=prefix_identity(body),
             pin_kind=signed,
+            signatures=signatures_in(body) if signed else None,
             high_effort=effort in HIGH_EFFORTS,
             candidates=candidates,
             requested_id=models.requested_id,
@@ -235,7 +238,7 @@ async def _stream(
             raise
         # Keep-alives already opened the response: the error goes in the stream.
         await exchange.fail_stream(
-            writer, error_event(err.type, err.message, request.request_id), err.status
+            writer, error_event(err.type, err.message, request.request_id), err.status, err=err
         )
         return err.status
     committed_headers(writer, exchange)
@@ -269,7 +272,7 @@ async def pump_anthropic(
                         if out:
                             await writer.write(b"".join(out))
                         await exchange.record(tracker)  # recorded before the client sees the end
-                        await writer.write(event.raw)
+                        await writer.write(exchange.cost_comment() + event.raw)
                         await writer.close()
                         exchange.log(200)
                         return 200
@@ -278,7 +281,7 @@ async def pump_anthropic(
                         out.append(event.raw)
                         await writer.write(b"".join(out))
                         await writer.close()
-                        exchange.log(502)
+                        exchange.log(502, error_from_event(data))
                         return 200
                     else:
                         out.append(event.raw)
@@ -290,7 +293,7 @@ async def pump_anthropic(
         # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
         err = exchange.stream_failure(exc)
         payload = error_event("api_error", err.message, request.request_id)
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
         return 200
     finally:
         opened.response.close()

@@ -73,6 +73,7 @@ from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
 from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
 from gateway.routing import session_key
 from gateway.sealing import ChainOpener, Sealer
+from gateway.signed_kinds import signatures_in
 
 FMT = OPENAI
 API = "responses"
@@ -242,6 +243,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
             session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
             prefix=prefix_identity(tr.body),
             pin_kind=signed,
+            signatures=signatures_in(tr.body) if signed else None,
             high_effort=tr.reasoning_effort in HIGH_EFFORTS,
             candidates=candidates,
             requested_id=models.requested_id,
@@ -334,7 +336,7 @@ async def _stream(
             raise
         status = FMT.error_status(err)
         translator = _translator(request, exchange, created_at, tr)
-        await exchange.fail_stream(writer, _failure(translator, err), status)
+        await exchange.fail_stream(writer, _failure(translator, err), status, err=err)
         return status
     committed_headers(writer, exchange)
     # Built at the first token: its events name the model that answers, and its reasoning is
@@ -402,7 +404,7 @@ async def _pump(
                         await exchange.record(tracker)
                         if stored is not None:
                             await stored_responses.writer.wait(stored)
-                        await writer.write(final)
+                        await writer.write(exchange.cost_comment() + final)
                         await writer.close()
                         exchange.log(200)
                         return 200
@@ -411,8 +413,9 @@ async def _pump(
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
-        payload = _failure(translator, exchange.stream_failure(exc))
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected)
+        err = exchange.stream_failure(exc)
+        payload = _failure(translator, err)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
         return 200
     finally:
         opened.response.close()

@@ -27,8 +27,14 @@ class AdmitRequest:
     rpm_limit: int
     spend_cap_nano: int | None  # per calendar month (UTC); None = no cap
     hold_nano: int  # worst-case cost; 0 for free requests (count_tokens): rate limit only
-    # (deployment_id, max_concurrency) in preference order; a slot is taken on the first with room.
-    candidates: tuple[tuple[int, int], ...]
+    # (deployment_id, max_concurrency[, share]) in preference order; a slot is taken on the first
+    # with room. `share` is the deployment's fair share (1.0 or absent = no share rule), see
+    # common.share_caps.
+    candidates: tuple[tuple[int, int] | tuple[int, int, float], ...]
+    # Requests in flight allowed to the key and to its org (None = no limit). Counted only for
+    # requests that take a deployment slot (inference); count_tokens is governed by RPM alone.
+    key_concurrency: int | None = None
+    org_concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,36 @@ class CapacityExhausted(AdmissionError):
         self.retry_after = retry_after
 
 
+class ConcurrencyLimited(AdmissionError):
+    """The key's or the org's own limit of requests in flight (`scope` "key" | "org")."""
+
+    def __init__(self, scope: str, limit: int, rate: RateInfo, retry_after: int = 1) -> None:
+        super().__init__(f"{scope} concurrency limit of {limit} reached")
+        self.scope = scope
+        self.limit = limit
+        self.rate = rate
+        self.retry_after = retry_after
+
+
+class FairShareLimited(AdmissionError):
+    """The deployments have room, but not for this org: it holds its share of each.
+
+    `cap` and `max_concurrency` are those of the first candidate (the preferred deployment);
+    `shared` says whether other orgs were active there (else the cap is the lone-org cap that
+    keeps headroom for newcomers).
+    """
+
+    def __init__(
+        self, cap: int, max_concurrency: int, shared: bool, rate: RateInfo, retry_after: int = 1
+    ) -> None:
+        super().__init__("fair share of deployment capacity in use")
+        self.cap = cap
+        self.max_concurrency = max_concurrency
+        self.shared = shared
+        self.rate = rate
+        self.retry_after = retry_after
+
+
 class LimiterUnavailable(AdmissionError):
     """Money cannot be checked (Redis down): money checks fail closed."""
 
@@ -71,11 +107,28 @@ class LimiterUnavailable(AdmissionError):
 class Limiter(Protocol):
     async def admit(self, req: AdmitRequest) -> Admitted: ...
 
-    async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
-        """Take a slot on another deployment (failover). False when it is full."""
+    async def acquire_slot(
+        self,
+        request_id: str,
+        deployment_id: int,
+        max_concurrency: int,
+        *,
+        org_id: int = 0,
+        share: float = 1.0,
+    ) -> bool:
+        """Take a slot on another deployment (failover). False when it is full for everyone or
+        the org holds its fair share of it."""
         ...
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None: ...
+
+    async def heartbeat(self) -> None:
+        """Extend the leases of this process's live requests (slots, key and org concurrency).
+
+        Runs every `EZAT_SLOT_HEARTBEAT_SECONDS` in a background task of each limiter; a
+        process that dies stops beating and its leases lapse `EZAT_SLOT_LEASE_SECONDS` later.
+        """
+        ...
 
     async def settle(
         self,

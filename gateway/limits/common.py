@@ -21,10 +21,12 @@ admission re-reads the DB in the background and heals the one race a notificatio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
@@ -59,6 +61,45 @@ def hold_ttl_seconds() -> float:
     return float(getattr(settings, "EZAT_HOLD_TTL_SECONDS", 900))
 
 
+def slot_lease_seconds() -> float:
+    """How long a slot or concurrency lease lives without a heartbeat (a crashed process's
+    leases stop counting this long after its last beat)."""
+    return float(getattr(settings, "EZAT_SLOT_LEASE_SECONDS", 20))
+
+
+def heartbeat_seconds() -> float:
+    return float(getattr(settings, "EZAT_SLOT_HEARTBEAT_SECONDS", 5))
+
+
+def fair_share_active_seconds() -> float:
+    """How long an org refused a slot on a deployment still counts as active (waiting) there."""
+    return float(getattr(settings, "EZAT_FAIR_SHARE_ACTIVE_SECONDS", 15))
+
+
+def fair_share_headroom() -> float:
+    return float(getattr(settings, "EZAT_FAIR_SHARE_HEADROOM", 0.1))
+
+
+def share_caps(max_concurrency: int, share: float) -> tuple[int, int]:
+    """(cap while other orgs are active, cap while the org is alone) on one deployment.
+
+    The share rule: while two or more orgs are active on a deployment, none takes more than
+    `share` of its max_concurrency (at least one slot). An org alone may take more, but not the
+    last `EZAT_FAIR_SHARE_HEADROOM` of it: a newcomer must find a free slot even while one org
+    holds many long streams, and its arrival then caps the first org at its share. The headroom
+    never pushes the lone cap below the shared one. share >= 1 turns the rule off (no headroom).
+    """
+    if share >= 1:
+        return max_concurrency, max_concurrency
+    shared = max(1, math.floor(max_concurrency * share))
+    headroom = min(math.ceil(max_concurrency * fair_share_headroom()), max_concurrency - shared)
+    return shared, max_concurrency - max(0, headroom)
+
+
+def candidate_share(candidate: tuple[int, ...] | tuple[int, int, float]) -> float:
+    return float(candidate[2]) if len(candidate) > 2 else 1.0
+
+
 def reseed_seconds() -> float:
     return float(getattr(settings, "EZAT_MONEY_RESEED_SECONDS", 30))
 
@@ -66,6 +107,63 @@ def reseed_seconds() -> float:
 def failopen_rpm(rpm_limit: int) -> int:
     fraction = float(getattr(settings, "EZAT_FAILOPEN_RPM_FRACTION", 0.5))
     return max(1, math.floor(rpm_limit * fraction))
+
+
+# --- leases (slots, key and org concurrency) with a heartbeat --------------------------------
+@dataclass(slots=True)
+class Lease:
+    """What one live request of this process holds besides money, for heartbeats and release."""
+
+    key_id: int
+    org_id: int
+    deployment_id: int | None
+    key_conc: bool  # counted against the key's concurrency limit
+    org_conc: bool
+    # When it was taken (monotonic): a lease is beaten for at most EZAT_HOLD_TTL_SECONDS, so a
+    # request that was never settled (a bug) cannot hold a slot forever.
+    born: float = field(default_factory=time.monotonic)
+
+    def expired(self, now_mono: float) -> bool:
+        return now_mono - self.born > hold_ttl_seconds()
+
+
+class Heartbeat:
+    """Runs `beat` every EZAT_SLOT_HEARTBEAT_SECONDS on the loop that has leases.
+
+    Started by the first lease; a failed beat is logged and counted, never raised: the next
+    beat retries, and leases outlive a missed beat (lease = 4 beats by default).
+    """
+
+    def __init__(self, beat: Callable[[], Awaitable[None]]) -> None:
+        self._beat = beat
+        self._task: asyncio.Task[None] | None = None
+
+    def ensure(self) -> None:
+        task = self._task
+        loop = asyncio.get_running_loop()
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        self._task = loop.create_task(self._run(), name="ezat-limits-heartbeat")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(heartbeat_seconds())
+            try:
+                await self._beat()
+            except (LimiterUnavailable, OSError) as exc:
+                ERRORS.labels("heartbeat").inc()
+                logger.warning("limits: lease heartbeat failed: %s", exc)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        if task.get_loop() is not asyncio.get_running_loop():
+            task.cancel()  # another loop's (tests): nothing to await here
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 # --- calendar ------------------------------------------------------------------------------------

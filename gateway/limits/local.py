@@ -20,6 +20,8 @@ from gateway.limits.base import (
     AdmitRequest,
     Admitted,
     CapacityExhausted,
+    ConcurrencyLimited,
+    FairShareLimited,
     InsufficientFunds,
     LimiterUnavailable,
     RateInfo,
@@ -27,15 +29,23 @@ from gateway.limits.base import (
 )
 from gateway.limits.common import (
     SETTLED_MARKER_SECONDS,
+    Heartbeat,
+    Lease,
     MoneySource,
     SeedRunner,
     SeedTicket,
+    candidate_share,
+    fair_share_active_seconds,
     hold_ttl_seconds,
     minute_window,
     month_id,
     reseed_seconds,
     retry_after,
+    share_caps,
+    slot_lease_seconds,
 )
+
+_ROOM, _FULL, _SHARE = 0, 1, 2
 
 # Purging expired holds is amortised: at most this many per admission, like the Lua script.
 _PURGE_BATCH = 256
@@ -75,6 +85,7 @@ class LocalLimiter:
         *,
         money: MoneySource | None = None,
         clock: Callable[[], float] = time.time,
+        heartbeat: bool | None = None,
     ) -> None:
         if money is None:
             from gateway.limits.seed import DbMoneySource
@@ -87,8 +98,17 @@ class LocalLimiter:
         self._orgs: dict[int, _OrgState] = {}
         self._months: dict[tuple[int, str], _KeyMonth] = {}
         self._current_month = ""
-        self._slots: dict[int, dict[str, float]] = {}  # deployment -> request id -> lease end
+        # deployment -> request id -> (lease end, org); insertion order = expiry order
+        self._slots: dict[int, dict[str, tuple[float, int]]] = {}
+        self._org_slots: dict[int, dict[int, int]] = {}  # deployment -> org -> live slots
+        self._refused: dict[int, dict[int, float]] = {}  # deployment -> org -> active until
+        # ("k", key id) | ("o", org id) -> request id -> lease end (insertion = expiry order)
+        self._conc: dict[tuple[str, int], dict[str, float]] = {}
+        self._leases: dict[str, Lease] = {}  # this process's live requests, for the heartbeat
         self._seeder = SeedRunner(money, self._write_seed)
+        # Beats on its own only with the real clock: tests with a fake clock call heartbeat().
+        self._beats = (clock is time.time) if heartbeat is None else heartbeat
+        self._heartbeat = Heartbeat(self.heartbeat)
 
     # --- admission --------------------------------------------------------------------------
     async def admit(self, req: AdmitRequest) -> Admitted:
@@ -160,21 +180,51 @@ class LocalLimiter:
             if req.hold_nano > org.base - org.held:
                 raise InsufficientFunds("org_balance", rate_now)
 
+        lease_end = now + slot_lease_seconds()
+        conc: list[tuple[str, int]] = []
+        for scope, ident, most in (
+            ("k", req.key_id, req.key_concurrency),
+            ("o", req.org_id, req.org_concurrency),
+        ):
+            if most is not None:
+                if len(self._live_conc((scope, ident), now)) >= most:
+                    raise ConcurrencyLimited("key" if scope == "k" else "org", most, rate_now)
+                conc.append((scope, ident))
+
         chosen: int | None = None
-        for deployment_id, max_concurrency in req.candidates:
-            if len(self._live_slots(deployment_id, now)) < max_concurrency:
+        share_refusal: tuple[int, int, bool] | None = None  # (cap, max, shared) of the first
+        for candidate in req.candidates:
+            deployment_id, max_concurrency = candidate[0], candidate[1]
+            verdict, cap, shared = self._verdict(
+                deployment_id, max_concurrency, candidate_share(candidate), req.org_id, now
+            )
+            if verdict == _ROOM:
                 chosen = deployment_id
                 break
+            if verdict == _SHARE and share_refusal is None:
+                share_refusal = (cap, max_concurrency, shared)
         if req.candidates and chosen is None:
+            until = now + fair_share_active_seconds()
+            for candidate in req.candidates:
+                self._refused.setdefault(candidate[0], {})[req.org_id] = until
+            if share_refusal is not None:
+                raise FairShareLimited(*share_refusal, rate_now)
             raise CapacityExhausted(rate_now, 1)
 
-        # Everything passed: commit rate, hold and slot together.
+        # Everything passed: commit rate, hold, slot and concurrency together.
         self._rpm[req.key_id] = (minute, count + 1)
-        ttl = hold_ttl_seconds()
         if org is not None:
-            self._add_hold(org, req.request_id, req.key_id, req.hold_nano, now + ttl)
+            self._add_hold(org, req.request_id, req.key_id, req.hold_nano, now + hold_ttl_seconds())
         if chosen is not None:
-            self._slots.setdefault(chosen, {})[req.request_id] = now + ttl
+            self._take_slot(chosen, req.request_id, req.org_id, lease_end)
+        for target in conc:
+            self._conc.setdefault(target, {})[req.request_id] = lease_end
+        if chosen is not None or conc:
+            self._leases[req.request_id] = Lease(
+                req.key_id, req.org_id, chosen, ("k", req.key_id) in conc, ("o", req.org_id) in conc
+            )
+            if self._beats:
+                self._heartbeat.ensure()
         return Admitted(RateInfo(limit, max(0, limit - count - 1), reset_at), chosen)
 
     # --- holds ------------------------------------------------------------------------------
@@ -219,8 +269,7 @@ class LocalLimiter:
         cost_nano: int,
         deployment_id: int | None = None,
     ) -> None:
-        if deployment_id is not None:
-            await self.release_slot(request_id, deployment_id)
+        self._release_leases(request_id, deployment_id)
         if hold_nano <= 0 and cost_nano <= 0:
             return  # free request: nothing was held, nothing to charge
         now = self._clock()
@@ -283,41 +332,162 @@ class LocalLimiter:
         await self._seeder.wait_idle()
 
     async def aclose(self) -> None:
-        """Finish background reseeds and close the money source's DB connections."""
+        """Stop the heartbeat, finish reseeds, close the money source's DB connections."""
+        await self._heartbeat.stop()
         await self._seeder.aclose()
 
-    # --- capacity ---------------------------------------------------------------------------
-    def _live_slots(self, deployment_id: int, now: float) -> dict[str, float]:
+    # --- capacity and concurrency leases ---------------------------------------------------
+    def _live_slots(self, deployment_id: int, now: float) -> dict[str, tuple[float, int]]:
         slots = self._slots.get(deployment_id)
         if slots is None:
             return {}
-        # Leases are inserted in expiry order (constant TTL; a refresh re-inserts), so expired
+        # Leases are inserted in expiry order (constant lease; a refresh re-inserts), so expired
         # ones are at the front: the scan stops at the first live lease instead of walking all.
         expired = []
-        for rid, until in slots.items():
+        for rid, (until, _) in slots.items():
             if until > now:
                 break
             expired.append(rid)
         for rid in expired:
-            del slots[rid]
+            self._drop_slot(deployment_id, rid)
         return slots
 
-    async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
+    def _live_conc(self, target: tuple[str, int], now: float) -> dict[str, float]:
+        leases = self._conc.get(target)
+        if leases is None:
+            return {}
+        expired = []
+        for rid, until in leases.items():
+            if until > now:
+                break
+            expired.append(rid)
+        for rid in expired:
+            del leases[rid]
+        if not leases:
+            del self._conc[target]
+        return leases
+
+    def _take_slot(self, deployment_id: int, rid: str, org_id: int, until: float) -> None:
+        slots = self._slots.setdefault(deployment_id, {})
+        if rid in slots:
+            self._drop_slot(deployment_id, rid)  # a refresh: re-inserted last, keeping the order
+            slots = self._slots.setdefault(deployment_id, {})
+        slots[rid] = (until, org_id)
+        counts = self._org_slots.setdefault(deployment_id, {})
+        counts[org_id] = counts.get(org_id, 0) + 1
+
+    def _drop_slot(self, deployment_id: int, rid: str) -> None:
+        slots = self._slots.get(deployment_id)
+        if slots is None or rid not in slots:
+            return
+        _, org_id = slots.pop(rid)
+        counts = self._org_slots.get(deployment_id, {})
+        left = counts.get(org_id, 0) - 1
+        if left > 0:
+            counts[org_id] = left
+        else:
+            counts.pop(org_id, None)
+
+    def _verdict(
+        self, deployment_id: int, max_concurrency: int, share: float, org_id: int, now: float
+    ) -> tuple[int, int, bool]:
+        """(_ROOM | _FULL | _SHARE, the org's cap here, whether other orgs are active here).
+
+        "Active" on a deployment (the share rule's word): an org is active there while it holds
+        a live slot on it, or for EZAT_FAIR_SHARE_ACTIVE_SECONDS after it was refused one (it
+        is waiting). The asking org counts itself, so "two or more active" = another org is.
+        """
+        if len(self._live_slots(deployment_id, now)) >= max_concurrency:
+            return _FULL, max_concurrency, False
+        shared_cap, lone_cap = share_caps(max_concurrency, share)
+        if lone_cap >= max_concurrency:
+            return _ROOM, max_concurrency, False
+        counts = self._org_slots.get(deployment_id, {})
+        refused = self._refused.get(deployment_id)
+        if refused:
+            for other in [o for o, until in refused.items() if until <= now]:
+                del refused[other]
+        others = any(o != org_id for o in counts) or any(o != org_id for o in refused or ())
+        cap = shared_cap if others else lone_cap
+        if counts.get(org_id, 0) >= cap:
+            return _SHARE, cap, others
+        return _ROOM, cap, others
+
+    async def acquire_slot(
+        self,
+        request_id: str,
+        deployment_id: int,
+        max_concurrency: int,
+        *,
+        org_id: int = 0,
+        share: float = 1.0,
+    ) -> bool:
         now = self._clock()
         with self._lock:
             slots = self._live_slots(deployment_id, now)
-            if request_id in slots:
-                del slots[request_id]  # refresh: re-inserted at the end, keeping expiry order
-            elif len(slots) >= max_concurrency:
-                return False
-            self._slots.setdefault(deployment_id, slots)[request_id] = now + hold_ttl_seconds()
+            if request_id not in slots:
+                verdict, _, _ = self._verdict(deployment_id, max_concurrency, share, org_id, now)
+                if verdict != _ROOM:
+                    until = now + fair_share_active_seconds()
+                    self._refused.setdefault(deployment_id, {})[org_id] = until
+                    return False
+            self._take_slot(deployment_id, request_id, org_id, now + slot_lease_seconds())
+            lease = self._leases.get(request_id)
+            if lease is None:
+                self._leases[request_id] = Lease(0, org_id, deployment_id, False, False)
+            else:
+                lease.deployment_id = deployment_id
             return True
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None:
         with self._lock:
-            slots = self._slots.get(deployment_id)
-            if slots is not None:
-                slots.pop(request_id, None)
+            self._drop_slot(deployment_id, request_id)
+            lease = self._leases.get(request_id)
+            if lease is not None and lease.deployment_id == deployment_id:
+                lease.deployment_id = None
+                if not (lease.key_conc or lease.org_conc):
+                    del self._leases[request_id]  # nothing left to beat for
+
+    def _release_leases(self, request_id: str, deployment_id: int | None) -> None:
+        with self._lock:
+            lease = self._leases.pop(request_id, None)
+            if deployment_id is not None:
+                self._drop_slot(deployment_id, request_id)
+            if lease is None:
+                return
+            if lease.deployment_id is not None:
+                self._drop_slot(lease.deployment_id, request_id)
+            for target, counted in (
+                (("k", lease.key_id), lease.key_conc),
+                (("o", lease.org_id), lease.org_conc),
+            ):
+                leases = self._conc.get(target)
+                if counted and leases is not None:
+                    leases.pop(request_id, None)
+                    if not leases:
+                        del self._conc[target]
+
+    async def heartbeat(self) -> None:
+        """Extend every live lease of this process (in-process state dies with the process, so
+        this matters for the contract only: both implementations expire unbeaten leases)."""
+        now = self._clock()
+        until = now + slot_lease_seconds()
+        mono = time.monotonic()
+        with self._lock:
+            for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
+                del self._leases[rid]  # never settled: no more beats, its leases lapse
+            for rid, lease in self._leases.items():
+                d = lease.deployment_id
+                if d is not None and rid in self._live_slots(d, now):
+                    self._take_slot(d, rid, lease.org_id, until)
+                for target, counted in (
+                    (("k", lease.key_id), lease.key_conc),
+                    (("o", lease.org_id), lease.org_conc),
+                ):
+                    leases = self._conc.get(target) if counted else None
+                    if leases is not None and leases.get(rid, now) > now:
+                        del leases[rid]
+                        leases[rid] = until
 
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
         now = self._clock()

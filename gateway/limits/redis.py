@@ -38,6 +38,8 @@ from gateway.limits.base import (
     AdmitRequest,
     Admitted,
     CapacityExhausted,
+    ConcurrencyLimited,
+    FairShareLimited,
     InsufficientFunds,
     LimiterUnavailable,
     RateInfo,
@@ -47,15 +49,21 @@ from gateway.limits.common import (
     ERRORS,
     FAIL_OPEN,
     SETTLED_MARKER_SECONDS,
+    Heartbeat,
+    Lease,
     MoneySource,
     SeedRunner,
     SeedTicket,
+    candidate_share,
     failopen_rpm,
+    fair_share_active_seconds,
     hold_ttl_seconds,
     month_id,
     month_ttl_seconds,
     reseed_seconds,
     retry_after,
+    share_caps,
+    slot_lease_seconds,
 )
 from gateway.limits.local import LocalLimiter
 from gateway.limits.resp import RespClient, ScriptRef
@@ -70,7 +78,9 @@ class _CircuitOpen(RedisConnectionError):
     """Redis failed moments ago; not retried until the breaker closes."""
 
 
-_ADMITTED, _RATE, _FUNDS, _CAPACITY, _NEED_SEED = 0, 1, 2, 3, 4
+_ADMITTED, _RATE, _FUNDS, _CAPACITY, _NEED_SEED, _CONCURRENCY, _SHARE = 0, 1, 2, 3, 4, 5, 6
+# Leases per HEARTBEAT call (each is 3 to 5 keys): bounds one script's run time.
+_BEAT_BATCH = 200
 
 # Connections per process (one per in-flight Redis call, not per open stream).
 POOL_SIZE = 256
@@ -113,6 +123,8 @@ class _Conn:
         self.settle = self.client.register_script(scripts.SETTLE)
         self.seed = self.client.register_script(scripts.SEED)
         self.acquire = self.client.register_script(scripts.ACQUIRE_SLOT)
+        self.release = self.client.register_script(scripts.RELEASE)
+        self.heartbeat = self.client.register_script(scripts.HEARTBEAT)
         self.in_flight = self.client.register_script(scripts.IN_FLIGHT)
         # The per-request scripts go through the lean pipelined client when the URL allows it.
         self.fast = (
@@ -123,7 +135,7 @@ class _Conn:
 
         self._refs = {
             id(script): ScriptRef(script.sha, str(script.script))
-            for script in (self.admit, self.settle, self.acquire)
+            for script in (self.admit, self.settle, self.acquire, self.release, self.heartbeat)
         }
 
     async def run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
@@ -149,6 +161,7 @@ class RedisLimiter:
         connect_timeout: float = 0.25,
         breaker_seconds: float = 1.0,
         lean_client: bool = True,
+        heartbeat: bool | None = None,
     ) -> None:
         if money is None:
             from gateway.limits.seed import DbMoneySource
@@ -165,7 +178,12 @@ class RedisLimiter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._seeder = SeedRunner(money, self._write_seed)
         # Per-process fallback for free requests while Redis is down (never used for money).
-        self._fallback = LocalLimiter(money=money, clock=clock or time.time)
+        self._fallback = LocalLimiter(money=money, clock=clock or time.time, heartbeat=False)
+        # This process's live requests holding leases in Redis (slots, key/org concurrency).
+        self._leases: dict[str, Lease] = {}
+        # Beats on its own only with Redis's clock: tests with a fake clock call heartbeat().
+        self._beats = (clock is None) if heartbeat is None else heartbeat
+        self._heartbeat = Heartbeat(self.heartbeat)
 
     # --- plumbing ---------------------------------------------------------------------------
     def _redis(self) -> _Conn:
@@ -203,8 +221,35 @@ class RedisLimiter:
     def _slot_key(self, deployment_id: int) -> str:
         return f"{self._p}slots:{deployment_id}"
 
+    def _deployment_keys(self, deployment_id: int, org_id: int) -> list[str]:
+        """slots, the org's slots there, :orgs, :ref (in the scripts' order)."""
+        base = self._slot_key(deployment_id)
+        return [base, f"{base}:o:{org_id}", f"{base}:orgs", f"{base}:ref"]
+
+    def _conc_key(self, scope: str, ident: int) -> str:
+        return f"{self._p}conc:{scope}:{ident}"
+
+    def _lease_keys(
+        self, rid: str, lease: Lease, deployment_id: int | None
+    ) -> tuple[list[str], list[str]]:
+        """A request's lease sets and the member of each (drop_leases / HEARTBEAT order)."""
+        keys: list[str] = []
+        members: list[str] = []
+        if deployment_id is not None:
+            slots, mine, orgs, _ = self._deployment_keys(deployment_id, lease.org_id)
+            keys += [slots, mine, orgs]
+            members += [rid, rid, str(lease.org_id)]
+        if lease.key_conc:
+            keys.append(self._conc_key("k", lease.key_id))
+            members.append(rid)
+        if lease.org_conc:
+            keys.append(self._conc_key("o", lease.org_id))
+            members.append(rid)
+        return keys, members
+
     async def aclose(self) -> None:
-        """Finish background reseeds, close the Redis client and the money source."""
+        """Stop the heartbeat, finish reseeds, close the Redis client and the money source."""
+        await self._heartbeat.stop()
         await self._seeder.aclose()
         if self._conn is not None:
             await self._conn.aclose()
@@ -237,7 +282,9 @@ class RedisLimiter:
         month = month_id(self._wall())
         org, hexp, hold = self._org_keys(req.org_id)
         keys = [f"{self._p}rpm:{req.key_id}", org, hexp, hold, self._kmon_key(req.key_id, month)]
-        keys += [self._slot_key(d) for d, _ in req.candidates]
+        keys += [self._conc_key("k", req.key_id), self._conc_key("o", req.org_id)]
+        for candidate in req.candidates:
+            keys += self._deployment_keys(candidate[0], req.org_id)
         args: list[Any] = [
             req.request_id,
             req.key_id,
@@ -248,8 +295,14 @@ class RedisLimiter:
             int(reseed_seconds() * 1000),
             month_ttl_seconds(month, self._wall()),
             self._now_arg(),
+            "" if req.key_concurrency is None else req.key_concurrency,
+            "" if req.org_concurrency is None else req.org_concurrency,
+            req.org_id,
+            int(slot_lease_seconds() * 1000),
+            int(fair_share_active_seconds() * 1000),
         ]
-        args += [m for _, m in req.candidates]
+        for candidate in req.candidates:
+            args += [candidate[1], *share_caps(candidate[1], candidate_share(candidate))]
         res: list[Any] = await conn.run(conn.admit, keys, args)
         res.append(month)  # for the tickets
         return res
@@ -287,8 +340,24 @@ class RedisLimiter:
             raise InsufficientFunds("key_cap" if int(res[4]) == 1 else "org_balance", rate_now)
         if status == _CAPACITY:
             raise CapacityExhausted(rate_now, 1)
+        if status == _CONCURRENCY:
+            if int(res[4]) == 1:
+                raise ConcurrencyLimited("key", int(req.key_concurrency or 0), rate_now)
+            raise ConcurrencyLimited("org", int(req.org_concurrency or 0), rate_now)
+        if status == _SHARE:
+            at = int(res[11])
+            raise FairShareLimited(
+                int(res[4]), int(req.candidates[at - 1][1]), bool(int(res[12])), rate_now
+            )
         chosen = int(res[4])
         deployment = req.candidates[chosen - 1][0] if chosen else None
+        key_conc, org_conc = req.key_concurrency is not None, req.org_concurrency is not None
+        if deployment is not None or key_conc or org_conc:
+            self._leases[req.request_id] = Lease(
+                req.key_id, req.org_id, deployment, key_conc, org_conc
+            )
+            if self._beats:
+                self._heartbeat.ensure()
         return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment)
 
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
@@ -315,52 +384,127 @@ class RedisLimiter:
         cost_nano: int,
         deployment_id: int | None = None,
     ) -> None:
+        lease = self._leases.pop(request_id, None)
+        if deployment_id is not None:
+            await self._fallback.release_slot(request_id, deployment_id)  # if taken there
+            if lease is None:
+                lease = Lease(key_id, org_id, deployment_id, False, False)
+        lease_keys: list[str] = []
+        if lease is not None:
+            where = deployment_id if deployment_id is not None else lease.deployment_id
+            lease_keys, _ = self._lease_keys(request_id, lease, where)
         if hold_nano <= 0 and cost_nano <= 0:
-            if deployment_id is not None:
-                await self.release_slot(request_id, deployment_id)
+            if lease_keys:
+                await self._release(request_id, org_id, lease_keys, "settle")
             return
         month = month_id(self._wall())
-        keys = [*self._org_keys(org_id), self._kmon_key(key_id, month)]
-        if deployment_id is not None:
-            # The slot goes in the same script: one round trip at the end of a request.
-            await self._fallback.release_slot(request_id, deployment_id)
-            keys.append(self._slot_key(deployment_id))
+        # The leases go in the same script: one round trip at the end of a request.
+        keys = [*self._org_keys(org_id), self._kmon_key(key_id, month), *lease_keys]
         args = [
             request_id,
             max(0, cost_nano),
             int(SETTLED_MARKER_SECONDS * 1000),
             month_ttl_seconds(month, self._wall()),
             self._now_arg(),
+            org_id,
         ]
         try:
             conn = self._redis()
             await conn.run(conn.settle, keys, args)
         except UNREACHABLE as exc:
-            # The hold expires with its TTL; the cost is in the usage record, so the next seed
-            # or reseed after Redis returns counts it. Swallowed, logged, counted.
+            # The hold expires with its TTL, the leases with theirs; the cost is in the usage
+            # record, so the next seed or reseed after Redis returns counts it. Swallowed,
+            # logged, counted.
             self._trip("settle", exc)
             ERRORS.labels("settle").inc()
 
-    # --- capacity ---------------------------------------------------------------------------
-    async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
+    async def _release(self, request_id: str, org_id: int, keys: list[str], op: str) -> None:
         try:
-            args = [request_id, max_concurrency, int(hold_ttl_seconds() * 1000), self._now_arg()]
             conn = self._redis()
-            res = await conn.run(conn.acquire, [self._slot_key(deployment_id)], args)
-            return bool(int(res))
+            await conn.run(conn.release, keys, [request_id, org_id, self._now_arg()])
+        except UNREACHABLE as exc:
+            self._trip(op, exc)
+            ERRORS.labels(op).inc()  # the leases lapse by themselves (no more heartbeats)
+
+    # --- capacity ---------------------------------------------------------------------------
+    async def acquire_slot(
+        self,
+        request_id: str,
+        deployment_id: int,
+        max_concurrency: int,
+        *,
+        org_id: int = 0,
+        share: float = 1.0,
+    ) -> bool:
+        try:
+            args = [
+                request_id,
+                max_concurrency,
+                int(slot_lease_seconds() * 1000),
+                self._now_arg(),
+                org_id,
+                *share_caps(max_concurrency, share),
+                int(fair_share_active_seconds() * 1000),
+            ]
+            conn = self._redis()
+            keys = self._deployment_keys(deployment_id, org_id)
+            taken = bool(int(await conn.run(conn.acquire, keys, args)))
         except UNREACHABLE as exc:
             # Failover of an already admitted request: fail open on the per-process slots.
             self._trip("acquire_slot", exc)
             FAIL_OPEN.inc()
-            return await self._fallback.acquire_slot(request_id, deployment_id, max_concurrency)
+            return await self._fallback.acquire_slot(
+                request_id, deployment_id, max_concurrency, org_id=org_id, share=share
+            )
+        if taken:
+            lease = self._leases.get(request_id)
+            if lease is None:
+                self._leases[request_id] = Lease(0, org_id, deployment_id, False, False)
+                if self._beats:
+                    self._heartbeat.ensure()
+            else:
+                lease.deployment_id = deployment_id
+        return taken
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None:
         await self._fallback.release_slot(request_id, deployment_id)  # in case it was taken there
-        try:
-            await self._redis().client.zrem(self._slot_key(deployment_id), request_id)
-        except UNREACHABLE as exc:
-            self._trip("release_slot", exc)
-            ERRORS.labels("release_slot").inc()  # the lease expires with its TTL
+        lease = self._leases.get(request_id)
+        org_id = lease.org_id if lease is not None else 0
+        if lease is not None and lease.deployment_id == deployment_id:
+            lease.deployment_id = None
+            if not (lease.key_conc or lease.org_conc):
+                del self._leases[request_id]  # nothing left to beat for
+        slots, mine, orgs, _ = self._deployment_keys(deployment_id, org_id)
+        keys = [slots, mine, orgs] if lease is not None else [slots]
+        await self._release(request_id, org_id, keys, "release_slot")
+
+    async def heartbeat(self) -> None:
+        """Extend this process's leases: one HEARTBEAT call per batch of live requests."""
+        mono = time.monotonic()
+        for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
+            del self._leases[rid]  # never settled: no more beats, its leases lapse
+        items = list(self._leases.items())
+        for start in range(0, len(items), _BEAT_BATCH):
+            keys: list[str] = []
+            args: list[Any] = [self._now_arg(), int(slot_lease_seconds() * 1000)]
+            for rid, lease in items[start : start + _BEAT_BATCH]:
+                lease_keys, members = self._lease_keys(rid, lease, lease.deployment_id)
+                keys += lease_keys
+                args += members
+            if not keys:
+                continue
+            try:
+                conn = self._redis()
+                lost = int(await conn.run(conn.heartbeat, keys, args))
+            except UNREACHABLE as exc:
+                self._trip("heartbeat", exc)
+                ERRORS.labels("heartbeat").inc()
+                return
+            if lost:
+                # Leases that lapsed before this beat (the loop stalled longer than a lease):
+                # those requests run uncounted until they end. Logged, never raised.
+                logger.warning("limits: %d leases lapsed before their heartbeat", lost)
+                ERRORS.labels("lease_lapsed").inc(lost)
 
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
         if not deployment_ids:

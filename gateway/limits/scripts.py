@@ -11,6 +11,16 @@ Key layout (prefix `ezat:` by default; {…} are ids):
   ezat:kmon:{key}:{YYYYMM}  HASH  spent (this month), charged, gen, seeded_at
                                   (EXPIRE a week after the month ends)
   ezat:slots:{deployment}   ZSET  request id -> lease end ms
+  ezat:slots:{deployment}:o:{org}  ZSET  the org's request ids there -> lease end ms
+  ezat:slots:{deployment}:orgs     ZSET  org -> latest lease end of its slots there
+  ezat:slots:{deployment}:ref      ZSET  org -> end of "active" after it was refused a slot there
+  ezat:conc:k:{key}         ZSET  request id -> lease end ms (key concurrency, when limited)
+  ezat:conc:o:{org}         ZSET  request id -> lease end ms (org concurrency, when limited)
+
+Leases (slots and concurrency) last EZAT_SLOT_LEASE_SECONDS and are extended by their process's
+heartbeat (HEARTBEAT, one call per process per beat, off the request path); every script that
+counts a set first drops the members whose lease ended, and every lease set carries a PEXPIRE of
+two leases, so a dead process's leases stop counting at their lease end and idle sets vanish.
 
 Money amounts never go through Lua arithmetic on their way into Redis: they are passed as the
 exact decimal strings from ARGV to HINCRBY (a Lua number would print as "1e+16" above 10^14).
@@ -40,19 +50,66 @@ local function release(org, value)
   redis.call('HINCRBY', org, 'held', '-' .. amount)
   if redis.call('HINCRBY', org, khf, '-' .. amount) <= 0 then redis.call('HDEL', org, khf) end
 end
+-- Drop a request's leases: KEYS[from..] are lease sets holding `rid`, except the ":orgs" sets,
+-- which follow the org's own slot set of the same deployment and hold `orgid`: the org leaves it
+-- when its last slot there goes, else keeps the latest lease end of its remaining slots.
+local function drop_leases(from, rid, orgid, now)
+  for i = from, #KEYS do
+    local k = KEYS[i]
+    if string.sub(k, -5) == ':orgs' then
+      local mine = KEYS[i - 1]
+      redis.call('ZREMRANGEBYSCORE', mine, '-inf', now)
+      local last = redis.call('ZRANGE', mine, -1, -1, 'WITHSCORES')
+      if last[2] then redis.call('ZADD', k, last[2], orgid) else redis.call('ZREM', k, orgid) end
+    else
+      redis.call('ZREM', k, rid)
+    end
+  end
+end
+-- Whether `org` may take a slot on a deployment (its 4 keys from KEYS[b]): 0 room, 1 full,
+-- 2 its share is in use (then also its cap there and 1 if other orgs are active).
+-- "Active" on a deployment: an org holds a live slot there (:orgs score = its latest lease end
+-- > now), or was refused a slot there in the last EZAT_FAIR_SHARE_ACTIVE_SECONDS (:ref). The
+-- asking org counts itself, so "two or more orgs active" = another org is.
+local function verdict(b, orgid, mx, sc, lc, now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[b], '-inf', now)
+  if redis.call('ZCARD', KEYS[b]) >= mx then return 1, mx, 0 end
+  if lc >= mx then return 0, mx, 0 end
+  local ok, rk = KEYS[b + 2], KEYS[b + 3]
+  redis.call('ZREMRANGEBYSCORE', ok, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', rk, '-inf', now)
+  local others = redis.call('ZCARD', ok) + redis.call('ZCARD', rk)
+  if redis.call('ZSCORE', ok, orgid) then others = others - 1 end
+  if redis.call('ZSCORE', rk, orgid) then others = others - 1 end
+  local cap, shared = lc, 0
+  if others > 0 then cap, shared = sc, 1 end
+  redis.call('ZREMRANGEBYSCORE', KEYS[b + 1], '-inf', now)
+  if redis.call('ZCARD', KEYS[b + 1]) >= cap then return 2, cap, shared end
+  return 0, cap, shared
+end
+local function take_slot(b, rid, orgid, untl, keep)
+  redis.call('ZADD', KEYS[b], untl, rid)
+  redis.call('ZADD', KEYS[b + 1], untl, rid)
+  redis.call('ZADD', KEYS[b + 2], 'GT', untl, orgid)
+  for j = b, b + 2 do redis.call('PEXPIRE', KEYS[j], keep) end
+end
 """
 
-# KEYS: rpm, org, hexp, hold, kmon, slot...   ARGV: request id, key id, rpm limit,
-# cap ("" = none), hold, hold ttl ms, reseed ms, kmon ttl s, now ms ("" = TIME), max per slot...
+# KEYS: rpm, org, hexp, hold, kmon, key conc, org conc, then 4 per candidate deployment: slots,
+# the org's slots there, its :orgs, its :ref.
+# ARGV: request id, key id, rpm limit, cap ("" = none), hold, hold ttl ms, reseed ms, kmon ttl s,
+# now ms ("" = TIME), key conc limit ("" = none), org conc limit ("" = none), org id, lease ms,
+# active window ms, then 3 per candidate: max concurrency, cap when shared, cap when alone.
 # Returns {status, count, reset_ms, now_ms, ...}: 1 rate limited; 4 need seed (+ bits 1 org |
-# 2 key, org charged, gen, key charged, gen); 0 admitted, 2 funds, 3 capacity (+ detail: chosen
-# slot index | 1 key_cap, 2 org_balance | 0, then the reseed claims: org flag, charged, gen, key
-# flag, charged, gen).
+# 2 key, org charged, gen, key charged, gen); 0 admitted, 2 funds, 3 capacity, 5 concurrency,
+# 6 fair share (+ detail: chosen slot index | 1 key_cap, 2 org_balance | 0 | 1 key, 2 org | the
+# org's cap, then the reseed claims: org flag, charged, gen, key flag, charged, gen; status 6
+# adds the candidate index and 1 if other orgs were active there).
 ADMIT = (
     _PRELUDE
     + """
 local rpm, org, hexp, holds, kmon = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local rid, kid = ARGV[1], ARGV[2]
+local rid, kid, orgid = ARGV[1], ARGV[2], ARGV[12]
 local limit = tonumber(ARGV[3])
 local cap = ARGV[4]
 local hold_s = ARGV[5]
@@ -120,17 +177,48 @@ if hold > 0 then
   if hold > tonumber(o[1]) - held then return {2, count, reset, now, 2, unpack(flags)} end
 end
 
-local chosen = 0
-for i = 6, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  if redis.call('ZCARD', KEYS[i]) < tonumber(ARGV[i + 4]) then
-    chosen = i - 5
-    break
+local function reply(status, detail, ...)
+  local out = {status, count, reset, now, detail}
+  for _, f in ipairs(flags) do out[#out + 1] = f end
+  for _, x in ipairs({...}) do out[#out + 1] = x end
+  return out
+end
+
+local lease = tonumber(ARGV[13])
+local keep = 2 * lease
+local conc = {}
+for i, scope in ipairs({6, 7}) do
+  local lim = ARGV[9 + i]
+  if lim ~= '' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[scope], '-inf', now)
+    if redis.call('ZCARD', KEYS[scope]) >= tonumber(lim) then return reply(5, i) end
+    conc[#conc + 1] = KEYS[scope]
   end
 end
-if #KEYS > 5 and chosen == 0 then return {3, count, reset, now, 0, unpack(flags)} end
 
--- everything passed: commit rate, hold and slot together
+local n = (#KEYS - 7) / 4
+local chosen, share_at, share_cap, share_shared = 0, 0, 0, 0
+for i = 1, n do
+  local a = 15 + 3 * (i - 1)
+  local v, c, sh = verdict(4 + 4 * i, orgid, tonumber(ARGV[a]), tonumber(ARGV[a + 1]),
+    tonumber(ARGV[a + 2]), now)
+  if v == 0 then
+    chosen = i
+    break
+  end
+  if v == 2 and share_at == 0 then share_at, share_cap, share_shared = i, c, sh end
+end
+if n > 0 and chosen == 0 then
+  local active = now + tonumber(ARGV[14])
+  for i = 1, n do
+    redis.call('ZADD', KEYS[7 + 4 * i], active, orgid)
+    redis.call('PEXPIRE', KEYS[7 + 4 * i], tonumber(ARGV[14]) + keep)
+  end
+  if share_at > 0 then return reply(6, share_cap, share_at, share_shared) end
+  return reply(3, 0)
+end
+
+-- everything passed: commit rate, hold, slot and concurrency together
 if same then
   redis.call('HINCRBY', rpm, 'n', 1)
 else
@@ -145,20 +233,26 @@ if hold > 0 then
   redis.call('HINCRBY', org, 'held', hold_s)
   redis.call('HINCRBY', org, khf, hold_s)
 end
-if chosen > 0 then redis.call('ZADD', KEYS[chosen + 5], now + ttl, rid) end
-return {0, count + 1, reset, now, chosen, unpack(flags)}
+if chosen > 0 then take_slot(4 + 4 * chosen, rid, orgid, now + lease, keep) end
+for _, k in ipairs(conc) do
+  redis.call('ZADD', k, now + lease, rid)
+  redis.call('PEXPIRE', k, keep)
+end
+count = count + 1
+return reply(0, chosen)
 """
 )
 
-# KEYS: org, hexp, hold, kmon (month of settle time)
-# ARGV: request id, cost, marker ms, kmon ttl s, now ms ("" = TIME). Returns 1 settled, 0 no-op.
+# KEYS: org, hexp, hold, kmon (month of settle time), then the request's lease sets (drop_leases)
+# ARGV: request id, cost, marker ms, kmon ttl s, now ms ("" = TIME), org id.
+# Returns 1 settled, 0 no-op.
 SETTLE = (
     _PRELUDE
     + """
 local org, hexp, holds, kmon = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local rid, cost_s = ARGV[1], ARGV[2]
 local now = clock(ARGV[5])
-if KEYS[5] then redis.call('ZREM', KEYS[5], rid) end
+drop_leases(5, rid, ARGV[6], now)
 local v = redis.call('HGET', holds, rid)
 if v == 's' then return 0 end
 if v then release(org, v) end
@@ -212,16 +306,63 @@ redis.call('HSET', KEYS[1], 'seeded_at', 0)
 return 1
 """
 
-# KEYS: slot. ARGV: request id, max concurrency, lease ms, now ms ("" = TIME). 1 taken, 0 full.
+# KEYS: the deployment's 4 keys (slots, the org's slots, :orgs, :ref). ARGV: request id, max
+# concurrency, lease ms, now ms ("" = TIME), org id, cap when shared, cap when alone, active
+# window ms. 1 taken, 0 full or the org's share in use (the org is then marked as waiting).
 ACQUIRE_SLOT = (
     _PRELUDE
     + """
 local now = clock(ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not mine and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+local rid, orgid = ARGV[1], ARGV[5]
+local keep = 2 * tonumber(ARGV[3])
+if not redis.call('ZSCORE', KEYS[1], rid) then
+  local v = verdict(1, orgid, tonumber(ARGV[2]), tonumber(ARGV[6]), tonumber(ARGV[7]), now)
+  if v ~= 0 then
+    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[8]), orgid)
+    redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[8]) + keep)
+    return 0
+  end
+end
+take_slot(1, rid, orgid, now + tonumber(ARGV[3]), keep)
 return 1
+"""
+)
+
+# KEYS: lease sets (drop_leases). ARGV: request id, org id, now ms ("" = TIME).
+RELEASE = (
+    _PRELUDE
+    + """
+drop_leases(1, ARGV[1], ARGV[2], clock(ARGV[3]))
+return 1
+"""
+)
+
+# KEYS: lease sets of this process's live requests; ARGV: now ms ("" = TIME), lease ms, then one
+# member per key (a request id, or the org id for a ":orgs" set). Extends leases that still
+# exist (XX: a request settled meanwhile is not brought back; GT: never shortens an org's
+# latest lease end). Returns how many leases were lost (lapsed before this beat).
+HEARTBEAT = (
+    _PRELUDE
+    + """
+local now = clock(ARGV[1])
+local untl = now + tonumber(ARGV[2])
+local keep = 2 * tonumber(ARGV[2])
+local lost = 0
+for i, k in ipairs(KEYS) do
+  local m = ARGV[i + 2]
+  if string.sub(k, -5) == ':orgs' then
+    redis.call('ZADD', k, 'XX', 'GT', untl, m)
+  else
+    local score = redis.call('ZSCORE', k, m)
+    if score and tonumber(score) > now then
+      redis.call('ZADD', k, 'XX', untl, m)
+    else
+      lost = lost + 1
+    end
+  end
+  redis.call('PEXPIRE', k, keep)
+end
+return lost
 """
 )
 

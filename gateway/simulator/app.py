@@ -13,6 +13,13 @@ from aiohttp.typedefs import Handler
 from gateway.simulator import control
 from gateway.simulator.errors import error_response, new_request_id
 from gateway.simulator.handlers import handle_count_tokens, handle_messages
+from gateway.simulator.platform_handlers import handle_bedrock, handle_vertex
+from gateway.simulator.platforms import (
+    PLATFORM,
+    PlatformSim,
+    handle_token,
+    load_or_write_service_account,
+)
 from gateway.simulator.state import CONTEXT, STATE, RequestContext, SimState
 
 # The real API caps Messages and count_tokens bodies at 32 MB (protocol.md 1.1).
@@ -86,24 +93,49 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
     response.headers["request-id"] = ctx.request_id if ctx is not None else new_request_id()
 
 
-def build_app(api_key: str | None = None) -> web.Application:
+def build_app(api_key: str | None = None, platform: PlatformSim | None = None) -> web.Application:
+    """The Anthropic API simulation, or with `platform` its Bedrock or Vertex front."""
     app = web.Application(middlewares=[api_middleware], client_max_size=MAX_BODY_BYTES)
-    app[STATE] = SimState(api_key=api_key or None)
+    platform = platform or PlatformSim()
+    # The platforms authenticate their own way (SigV4, Bedrock API keys, OAuth2 tokens).
+    app[STATE] = SimState(api_key=(api_key or None) if platform.platform == "anthropic" else None)
+    app[PLATFORM] = platform
     app.on_response_prepare.append(_add_request_id)
-    app.router.add_post("/v1/messages", handle_messages)
-    app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    if platform.platform == "bedrock":
+        app.router.add_post("/model/{tail:.*}", handle_bedrock)
+    elif platform.platform == "vertex":
+        app.router.add_post("/token", handle_token)
+        app.router.add_post("/v1/projects/{tail:.*}", handle_vertex)
+    else:
+        app.router.add_post("/v1/messages", handle_messages)
+        app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
     control.add_routes(app)
     return app
 
 
-async def serve(host: str = "127.0.0.1", port: int = 8787, api_key: str | None = None) -> None:
-    """Run the simulator until cancelled. Prints the bound address (useful with port 0)."""
+async def serve(
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    api_key: str | None = None,
+    platform: PlatformSim | None = None,
+    service_account_file: str = "",
+) -> None:
+    """Run the simulator until cancelled. Prints the bound address (useful with port 0).
+
+    Vertex: `service_account_file` is trusted by the token endpoint; written (its token_uri
+    pointing here) when it does not exist yet."""
     # No access log: per-request logging costs more than the simulated work in benchmarks.
-    runner = web.AppRunner(build_app(api_key), access_log=None, shutdown_timeout=1.0)
+    app = build_app(api_key, platform)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, backlog=1024)
         await site.start()
+        if service_account_file:
+            bound = runner.addresses[0]
+            load_or_write_service_account(
+                app[PLATFORM], service_account_file, f"http://{bound[0]}:{bound[1]}/token"
+            )
         for bound_host, bound_port, *_ in runner.addresses:
             print(
                 f"EZAT upstream simulator listening on http://{bound_host}:{bound_port}",

@@ -114,3 +114,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/clock", get_clock)
     app.router.add_post("/_sim/clock", set_clock)
     app.router.add_get("/_sim/stats", stats)
+    from gateway.simulator.platforms import platform_control
+
+    app.router.add_get("/_sim/platform", platform_control)
+    app.router.add_post("/_sim/platform", platform_control)

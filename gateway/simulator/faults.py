@@ -17,7 +17,14 @@ PATHS = {
     "/v1/messages/count_tokens": "count_tokens",
 }
 
-_INT_FIELDS = ("times", "status", "drop_after_events", "error_after_events", "pause_after_events")
+_INT_FIELDS = (
+    "times",
+    "status",
+    "drop_after_events",
+    "error_after_events",
+    "pause_after_events",
+    "bad_crc_after_events",  # Bedrock front only: a frame with a broken CRC
+)
 _NUMBER_FIELDS = ("delay", "pause", "event_delay")
 _STR_FIELDS = ("match", "path", "message", "type")
 KNOWN_FIELDS = frozenset(

@@ -19,13 +19,24 @@ import httpx
 from aiohttp import web
 
 from gateway.simulator.app import build_app
+from gateway.simulator.platforms import PlatformSim, make_service_account, trust_service_account
 
 START_TIMEOUT = 10.0
 
 
 class SimulatorThread:
-    def __init__(self, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        platform: PlatformSim | None = None,
+    ) -> None:
+        """`platform`: the Bedrock or Vertex front (a Vertex one with no trusted service account
+        gets a fresh one, its token_uri pointing here: `service_account`)."""
         self.api_key = api_key
+        self.platform = platform
+        self.service_account: dict[str, str] | None = None
         self.host = host
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -65,11 +76,16 @@ class SimulatorThread:
             loop.close()
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(build_app(self.api_key), access_log=None, shutdown_timeout=0.5)
+        app = build_app(self.api_key, self.platform)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
+        sim = self.platform
+        if sim is not None and sim.platform == "vertex" and sim.public_key is None:
+            self.service_account = make_service_account(f"{self.url}/token", sim.project)
+            trust_service_account(sim, self.service_account)
 
     async def _cleanup(self) -> None:
         if self._runner is not None:
@@ -119,6 +135,12 @@ class SimulatorThread:
 
     def requests(self) -> list[dict[str, Any]]:
         return list(self._control("GET", "requests"))
+
+    def platform_state(self, **change: Any) -> dict[str, Any]:
+        """The Bedrock/Vertex front's state; keyword arguments change it (token_ttl, …)."""
+        if change:
+            return dict(self._control("POST", "platform", change))
+        return dict(self._control("GET", "platform"))
 
     def stats(self) -> dict[str, Any]:
         return dict(self._control("GET", "stats"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextvars
 import hashlib
 import hmac
 import os
@@ -26,9 +27,19 @@ _TOOL_USE_MESSAGE = (
 )
 
 
+# The platform front serving the current request (gateway/simulator/platforms.py): thinking is
+# signed by the platform that produced it, so a block signed on Bedrock is refused by Vertex or
+# the Anthropic API, as the real platforms refuse each other's signatures.
+SIGNING_PLATFORM: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "ezat_sim_signing_platform", default="anthropic"
+)
+
+
 def sign(thinking: str) -> str:
     """Signature of a thinking block as sent to the client (text included)."""
-    digest = hmac.new(_SECRET, thinking.encode(), hashlib.sha256).digest()
+    platform = SIGNING_PLATFORM.get()
+    key = _SECRET if platform == "anthropic" else _SECRET + platform.encode()
+    digest = hmac.new(key, thinking.encode(), hashlib.sha256).digest()
     return base64.b64encode(digest).decode()
 
 

@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from accounts import services
 from accounts.models import ApiKey, Organization
 from billing.models import LedgerEntry, UsageRecord
+from billing.request_log import mirror_usage
 
 _ids = itertools.count(1)
 
@@ -138,6 +139,8 @@ def make_usage(
     if created_at is not None:
         UsageRecord.objects.filter(pk=record.pk).update(created_at=created_at)
         record.refresh_from_db()
+    # The gateway writes a request-log row beside each usage record: so do the fixtures.
+    mirror_usage(record)
     return record
 
 

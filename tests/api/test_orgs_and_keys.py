@@ -300,11 +300,14 @@ def test_pagination(org_a: Organization, as_owner_a: APIClient):
     assert sorted(names) == [f"k{i}" for i in range(7)]
 
 
-def test_page_size_is_capped(org_a: Organization, as_owner_a: APIClient):
+def test_page_size_over_the_maximum_is_refused(org_a: Organization, as_owner_a: APIClient):
     for i in range(3):
         services.create_api_key(org=org_a, name=f"k{i}")
-    body = as_owner_a.get(keys_url(org_a), {"page_size": 100000}).json()
-    assert len(body["results"]) == 3  # capped at 200, not refused
+    response = as_owner_a.get(keys_url(org_a), {"page_size": 100000})
+    assert response.status_code == 400
+    assert "page_size" in response.json()  # names the parameter (issue 16: no silent cap)
+    body = as_owner_a.get(keys_url(org_a), {"page_size": 200}).json()
+    assert len(body["results"]) == 3
 
 
 @pytest.mark.parametrize(

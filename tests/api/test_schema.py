@@ -20,6 +20,8 @@ EXPECTED = {
     "/api/v1/orgs/{org_id}/keys/{key_id}/revoke": {"post"},
     "/api/v1/orgs/{org_id}/usage": {"get"},
     "/api/v1/orgs/{org_id}/requests": {"get"},
+    "/api/v1/orgs/{org_id}/requests.csv": {"get"},
+    "/api/v1/orgs/{org_id}/requests/{request_id}": {"get"},
     "/api/v1/orgs/{org_id}/balance": {"get"},
     "/api/v1/orgs/{org_id}/ledger": {"get"},
     "/api/v1/orgs/{org_id}/management-keys": {"get", "post"},
@@ -66,6 +68,13 @@ def test_schema_describes_money_and_params():
     assert {"key", "model", "status", "request_id", "since", "until", "page", "page_size"} <= (
         log_params
     )
+    assert "http_status" in log_params
+    status = next(
+        p
+        for p in schema["paths"]["/api/v1/orgs/{org_id}/requests"]["get"]["parameters"]
+        if p["name"] == "status"
+    )
+    assert "error" in str(status["schema"]) or "error" in str(schema["components"])
     balance = schema["components"]["schemas"]["Balance"]["properties"]
     assert balance["balance_usd"]["type"] == "string"
     assert balance["balance_usd"]["format"] == "decimal"
@@ -79,7 +88,7 @@ def test_docs_page_needs_no_cdn():
     html = response.content.decode()
     assert "/api/v1/orgs/{org_id}/keys" in html
     # Self-contained: no scripts and no external URLs (Swagger UI / ReDoc would load a CDN).
-    assert "<script" not in html and "http" not in html
+    assert "<script" not in html and "http://" not in html and "https://" not in html
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,7 @@ def seed_org(suffix: str) -> tuple[int, str, int]:
 
     from accounts import services
     from billing.models import UsageRecord
+    from billing.request_log import mirror_usage
     from billing.services import grant_credit
 
     customer = get_user_model().objects.create_user(f"customer-{suffix}", password=PASSWORD)
@@ -160,6 +161,7 @@ def seed_org(suffix: str) -> tuple[int, str, int]:
                 attempts=[{"deployment": "sim", "outcome": "ok"}],
             )
             UsageRecord.objects.filter(pk=record.pk).update(created_at=now - timedelta(days=day))
+            mirror_usage(record, created_at=now - timedelta(days=day))
             cost += record.cost_nano
     return org.pk, org.name, cost
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 from accounts import services
 from accounts.models import ApiKey, Organization
 from billing.models import UsageRecord
+from billing.request_log import mirror_usage
 from billing.services import grant_credit
 
 PASSWORD = "correct-horse-battery-1"
@@ -56,6 +57,8 @@ def make_usage(
     if created_at is not None:  # auto_now_add: move it afterwards
         UsageRecord.objects.filter(pk=record.pk).update(created_at=created_at)
         record.refresh_from_db()
+    # The gateway writes a request-log row beside each usage record: so do the fixtures.
+    mirror_usage(record)
     return record
 
 

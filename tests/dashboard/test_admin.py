@@ -189,6 +189,7 @@ def test_provider_key_is_write_only(operator: Client, deployment: Deployment) ->
         "weight": "2",
         "enabled": "on",
         "max_concurrency": "10",
+        "fair_share": "0.5",
         "serves_all_models": "on",
         "new_api_key": "",
         "models-TOTAL_FORMS": "0",

@@ -15,7 +15,7 @@ from django.test import Client
 
 from billing import live
 from billing.dashboard_selectors import request_row
-from billing.models import UsageRecord
+from billing.models import RequestLog, UsageRecord
 from tests.dashboard.conftest import World
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -57,7 +57,7 @@ async def _connect(
 def _row(world: World, who: str) -> dict[str, Any]:
     tenant = world.a if who == "a" else world.b
     return request_row(
-        UsageRecord.objects.select_related("api_key").get(request_id=tenant.request_id)
+        RequestLog.objects.select_related("api_key").get(request_id=tenant.request_id)
     )
 
 
@@ -165,7 +165,8 @@ def test_row_from_usage_matches_row_from_record(world: World) -> None:
         key_prefix=world.a.key.prefix,
         created_at=record.created_at,
     )
-    assert from_usage == request_row(record)
+    logged = RequestLog.objects.select_related("api_key").get(request_id=record.request_id)
+    assert from_usage == request_row(logged)
 
 
 async def test_gateway_feed_coalesces_rows_per_org(world: World, cookies: dict[str, bytes]) -> None:

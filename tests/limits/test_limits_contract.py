@@ -192,7 +192,8 @@ async def test_capacity_refusal_consumes_no_rate_and_no_hold(make_limiter) -> No
     assert (ok.deployment_id, ok.rate.remaining) == (7, 1)
 
 
-async def test_rate_refusal_takes_no_hold_and_no_slot(make_limiter, clock) -> None:
+async def test_rate_refusal_takes_no_hold_and_no_slot(make_limiter, clock, settings) -> None:
+    settings.EZAT_SLOT_LEASE_SECONDS = 120  # the first request's slot outlives the jump
     lim = make_limiter()
     cap = 2 * HOLD
     await lim.admit(req(rpm_limit=1, hold_nano=HOLD, spend_cap_nano=cap, candidates=((7, 2),)))
@@ -258,7 +259,7 @@ async def test_free_settle_with_a_slot_releases_it(make_limiter) -> None:
 
 
 async def test_slot_leases_expire(make_limiter, clock, settings) -> None:
-    settings.EZAT_HOLD_TTL_SECONDS = 1
+    settings.EZAT_SLOT_LEASE_SECONDS = 1
     lim = make_limiter()
     await lim.admit(req(candidates=((1, 1),)))  # a process that died holding the slot
     await refused(lim.admit(req(candidates=((1, 1),))), CapacityExhausted)

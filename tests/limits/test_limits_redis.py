@@ -293,7 +293,12 @@ async def test_key_layout_is_prefixed_and_bounded(prefix: str, raw, settings) ->
             f"{prefix}org:1:hold",
             f"{prefix}kmon:1:{month}",
             f"{prefix}slots:5",
+            f"{prefix}slots:5:o:1",
+            f"{prefix}slots:5:orgs",
         }
+        lease = int(settings.EZAT_SLOT_LEASE_SECONDS * 1000)
+        for key in ("slots:5", "slots:5:o:1", "slots:5:orgs"):
+            assert 0 < await raw.pttl(f"{prefix}{key}") <= 2 * lease
         assert 0 < await raw.pttl(f"{prefix}rpm:1") <= 120_000
         assert await raw.ttl(f"{prefix}kmon:1:{month}") > 7 * 86400
         assert await raw.hget(f"{prefix}org:1:hold", "a") == "10:1"
@@ -317,5 +322,99 @@ async def test_one_round_trip_per_admission(prefix: str, clock) -> None:
         sent = fast.commands_sent
         await lim.admit(req(hold_nano=1, spend_cap_nano=10, candidates=((1, 5), (2, 5))))
         assert fast.commands_sent - sent == 1
+        # With key and org concurrency limits and the share rule: still one call.
+        sent = fast.commands_sent
+        await lim.admit(
+            req(
+                hold_nano=1,
+                spend_cap_nano=10,
+                key_concurrency=5,
+                org_concurrency=5,
+                candidates=((1, 5, 0.5), (2, 5, 0.5)),
+            )
+        )
+        assert fast.commands_sent - sent == 1
     finally:
         await close(lim)
+
+
+async def test_a_dead_process_leases_lapse_and_a_live_one_keeps_its_own(
+    prefix: str, clock: FakeClock, settings
+) -> None:
+    """Two processes share a deployment, an org's concurrency and its share; one dies (stops
+    beating). Within one lease (20 s) its slots and concurrency stop counting, everywhere; the
+    live process's requests keep theirs through its heartbeat."""
+    settings.EZAT_SLOT_LEASE_SECONDS = 20
+    dead = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    live = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    cand = {"candidates": ((1, 4, 0.5),)}  # shared cap 2, lone cap 3
+    try:
+        for i in range(2):
+            await dead.admit(req(request_id=f"d{i}", org_id=1, org_concurrency=2, **cand))
+            await live.admit(req(request_id=f"l{i}", org_id=2, key_id=2, **cand))
+        assert await live.in_flight([1]) == {1: 4}
+        for _ in range(3):
+            clock.advance(7)
+            await live.heartbeat()
+        # 21 s since the dead process's last beat: gone; the live one's 2 are still counted.
+        assert await live.in_flight([1]) == {1: 2}
+        # Org 1 no longer holds slots or concurrency: org 2 is alone (lone cap 3) ...
+        await live.admit(req(request_id="l2", org_id=2, key_id=2, **cand))
+        # ... and org 1's concurrency of 2 is free again (another process of it).
+        await live.admit(req(request_id="n0", org_id=1, org_concurrency=2, **cand))
+        assert await live.in_flight([1]) == {1: 4}
+    finally:
+        await close(dead, live)
+
+
+async def test_heartbeat_is_one_call_per_batch_and_never_revives_a_settled_request(
+    prefix: str, clock: FakeClock, raw
+) -> None:
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), clock=clock)
+    try:
+        for i in range(3):
+            await lim.admit(req(request_id=f"r{i}", key_concurrency=9, candidates=((1, 9, 0.5),)))
+        fast = lim._redis().fast
+        assert fast is not None
+        await lim.heartbeat()  # loads the script (NOSCRIPT, SCRIPT LOAD, EVALSHA)
+        await lim.release_slot("nobody", 5)
+        sent = fast.commands_sent
+        settle = lim.settle("r0", key_id=1, org_id=1, hold_nano=0, cost_nano=0, deployment_id=1)
+        await asyncio.gather(settle, lim.heartbeat())
+        assert fast.commands_sent - sent == 2  # the release and ONE heartbeat for all leases
+        assert sorted(await raw.zrange(f"{prefix}slots:1", 0, -1)) == ["r1", "r2"]
+        assert sorted(await raw.zrange(f"{prefix}conc:k:1", 0, -1)) == ["r1", "r2"]
+        scores = await raw.zrange(f"{prefix}slots:1", 0, -1, withscores=True)
+        assert {s for _, s in scores} == {(clock.now + 20) * 1000}
+    finally:
+        await close(lim)
+
+
+async def test_a_limiter_with_redis_time_beats_on_its_own(prefix: str, raw, settings) -> None:
+    settings.EZAT_SLOT_LEASE_SECONDS = 1.0
+    settings.EZAT_SLOT_HEARTBEAT_SECONDS = 0.2
+    lim = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney())  # Redis's clock
+    try:
+        await lim.admit(req(request_id="a", candidates=((1, 2),)))
+        first = await raw.zscore(f"{prefix}slots:1", "a")
+        deadline = time.monotonic() + 30
+        while await raw.zscore(f"{prefix}slots:1", "a") == first:
+            assert time.monotonic() < deadline, "the lease was never extended"
+            await asyncio.sleep(0.05)
+        assert await lim.in_flight([1]) == {1: 1}
+    finally:
+        await close(lim)
+    assert await lim_in_flight_after_close(prefix)
+
+
+async def lim_in_flight_after_close(prefix: str) -> bool:
+    """Once the process stops beating, its lease lapses within a lease (1 s here)."""
+    probe = RedisLimiter(REDIS_URL, prefix=prefix, money=StaticMoney(), heartbeat=False)
+    try:
+        deadline = time.monotonic() + 30
+        while (await probe.in_flight([1]))[1] != 0:
+            assert time.monotonic() < deadline, "the lease outlived its process"
+            await asyncio.sleep(0.1)
+        return True
+    finally:
+        await close(probe)

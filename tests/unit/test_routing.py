@@ -410,7 +410,9 @@ class FakeLimiter:
         chosen = req.candidates[0][0] if req.candidates else None
         return limits.Admitted(rate=limits.RateInfo(100, 99, 0.0), deployment_id=chosen)
 
-    async def acquire_slot(self, request_id: str, deployment_id: int, max_concurrency: int) -> bool:
+    async def acquire_slot(
+        self, request_id: str, deployment_id: int, max_concurrency: int, **share: Any
+    ) -> bool:
         return True
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None:

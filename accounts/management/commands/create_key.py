@@ -15,6 +15,11 @@ class Command(BaseCommand):
         parser.add_argument("org_name")
         parser.add_argument("--name", default="")
         parser.add_argument("--rpm", type=positive_int("--rpm"))
+        parser.add_argument(
+            "--max-concurrency",
+            type=positive_int("--max-concurrency"),
+            help="requests in flight at once (default: EZAT_DEFAULT_KEY_CONCURRENCY)",
+        )
         parser.add_argument("--spend-cap-usd", type=usd("--spend-cap-usd"))
         parser.add_argument(
             "--replace",
@@ -39,6 +44,7 @@ class Command(BaseCommand):
                     org=org,
                     name=name,
                     rpm_limit=options["rpm"],  # type: ignore[arg-type]
+                    max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
                     spend_cap_nano=cap_nano,
                 )
         except AccountsError as exc:

@@ -1,35 +1,97 @@
 from __future__ import annotations
 
+import json
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.platform_config import KINDS, PlatformConfigError, read_service_account_file
 from catalog.services import CatalogDataError, upsert_deployment
-from ezat.cli import positive_int
+from ezat.cli import fraction, positive_int
 
 
 class Command(BaseCommand):
-    help = "Create or update a provider deployment. Without --model it serves every model."
+    help = (
+        "Create or update a provider deployment. Without --model it serves every model.\n"
+        "  anthropic: NAME --url U --api-key K\n"
+        "  bedrock:   NAME --kind bedrock --region R [--aws-access-key-id I "
+        "--aws-secret-access-key S [--aws-session-token T] | --bedrock-api-key K] [--url U]\n"
+        "  vertex:    NAME --kind vertex --project P --region R "
+        "[--service-account-file F] [--url U]"
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
-        parser.add_argument("--url", required=True)
-        parser.add_argument("--api-key", required=True)
+        parser.add_argument("--kind", choices=KINDS, default="anthropic")
+        parser.add_argument("--url", default="", help="base URL (Bedrock/Vertex: optional)")
+        parser.add_argument("--api-key", default="", help="anthropic: the x-api-key")
+        parser.add_argument("--region", default="")
+        parser.add_argument("--project", default="")
+        parser.add_argument("--aws-access-key-id", default="")
+        parser.add_argument("--aws-secret-access-key", default="")
+        parser.add_argument("--aws-session-token", default="")
+        parser.add_argument("--bedrock-api-key", default="")
+        parser.add_argument(
+            "--service-account-file", default="", help="vertex: a service-account key (JSON)"
+        )
+        parser.add_argument(
+            "--model-ids",
+            default=None,
+            help="JSON object: catalog model id → platform model id, e.g. "
+            '\'{"anthropic/claude-sonnet-4-6": "us.anthropic.claude-sonnet-4-6"}\'',
+        )
         parser.add_argument("--model", action="append", default=[], dest="models")
         parser.add_argument("--weight", type=positive_int("--weight"))
         parser.add_argument("--max-concurrency", type=positive_int("--max-concurrency"))
+        parser.add_argument(
+            "--fair-share",
+            type=fraction("--fair-share"),
+            help="the most of max-concurrency one org may hold while another org is active "
+            "there (0.01-1; 1 = no share rule; default 0.5)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
-        if not str(options["api_key"]).strip():
+        kind = str(options["kind"])
+        api_key = str(options["api_key"] or "").strip()
+        bedrock_key = str(options["bedrock_api_key"] or "").strip()
+        if kind == "anthropic" and not api_key:
             raise CommandError("--api-key must not be empty")
+        if api_key and kind != "anthropic":
+            raise CommandError(
+                f"--api-key is for anthropic deployments; a {kind} deployment "
+                + ("takes --bedrock-api-key" if kind == "bedrock" else "authenticates with Google")
+            )
+        if bedrock_key and kind != "bedrock":
+            raise CommandError("--bedrock-api-key is for bedrock deployments")
+        overrides = None
+        if options["model_ids"] is not None:
+            try:
+                overrides = json.loads(str(options["model_ids"]))
+            except ValueError as exc:
+                raise CommandError(f"--model-ids is not JSON ({exc})") from exc
         try:
+            account = ""
+            if options["service_account_file"]:
+                account = read_service_account_file(str(options["service_account_file"]))
             deployment, created = upsert_deployment(
                 name=str(options["name"]),
+                kind=kind,
                 base_url=str(options["url"]),
-                api_key=str(options["api_key"]),
+                api_key=api_key or bedrock_key,
+                region=str(options["region"]),
+                project=str(options["project"]),
+                aws_access_key_id=str(options["aws_access_key_id"]),
+                aws_secret_access_key=str(options["aws_secret_access_key"]),
+                aws_session_token=str(options["aws_session_token"]),
+                service_account_json=account,
+                platform_model_ids=overrides,
                 model_ids=options["models"],  # type: ignore[arg-type]
                 weight=options["weight"],  # type: ignore[arg-type]
                 max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
+                fair_share=options["fair_share"],  # type: ignore[arg-type]
             )
+        except PlatformConfigError as exc:
+            raise CommandError(f"--{exc.field.replace('_', '-')}: {exc.message}") from exc
         except CatalogDataError as exc:
             raise CommandError(str(exc)) from exc
         except ValidationError as exc:
@@ -37,4 +99,5 @@ class Command(BaseCommand):
                 "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
             ) from exc
         verb = "created" if created else "updated"
-        self.stdout.write(f"deployment {deployment.name} {verb} ({deployment.base_url})")
+        where = deployment.base_url or f"{kind} {deployment.region}"
+        self.stdout.write(f"deployment {deployment.name} {verb} ({where})")

@@ -1,0 +1,173 @@
+"""The request log's writes: rows built by the gateway, inserted by the usage writer's group
+commit (billing/recorder.py), and deleted past their retention.
+
+A row is one authenticated request as its caller saw it (see `RequestLog`). The gateway hands
+rows to `submit()` without awaiting them: the log is not the bill, so a request never waits for
+its log row, and a row lost to a database outage is counted, never retried forever.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from prometheus_client import Counter
+
+COLUMNS = (
+    "request_id", "org_id", "api_key_id", "api", "stream", "model_name", "model_id",
+    "requested_model", "deployment", "status", "http_status", "error_type", "error_message",
+    "finish_reason", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_nano",
+    "output_exact", "hold_nano", "attempts", "admitted_ms", "ttft_ms", "latency_ms", "count",
+    "started_at", "created_at",
+)  # fmt: skip
+_JSON = frozenset({"attempts"})
+_TIMES = frozenset({"started_at", "created_at"})
+# A message longer than this is cut: the caller saw it whole, the log keeps its start.
+MAX_MESSAGE = 2000
+DEFAULT_PURGE_BATCH = 5000
+
+DROPPED = Counter(
+    "ezat_request_log_dropped_total",
+    "Request-log rows not written (writer backlog full or a failed batch)",
+    ["reason"],
+)
+COLLAPSED = Counter(
+    "ezat_request_log_collapsed_total", "Refusals folded into an existing row of the same second"
+)
+
+
+@cache
+def insert_sql() -> str:
+    from billing.models import RequestLog
+
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(c) for c in COLUMNS)
+    marks = ", ".join(["%s"] * len(COLUMNS))
+    return f"INSERT INTO {quote(RequestLog._meta.db_table)} ({columns}) VALUES ({marks})"
+
+
+def db_row(fields: dict[str, Any]) -> list[Any]:
+    """`fields` as INSERT parameters, in COLUMNS order."""
+    ops = connection.ops
+    row = []
+    for column in COLUMNS:
+        value = fields[column]
+        if column in _JSON:
+            value = ops.adapt_json_value(value, None)
+        elif column in _TIMES:
+            value = ops.adapt_datetimefield_value(value)
+        row.append(value)
+    return row
+
+
+def insert_rows(rows: list[list[Any]]) -> None:
+    """The writer thread's INSERT (SQLite; PostgreSQL goes through the async inserter)."""
+    with connection.cursor() as cursor:
+        cursor.executemany(insert_sql(), rows)
+
+
+class Collapser:
+    """Refusals of one key and reason within one wall-clock second become one row with a count.
+
+    The first refusal of a (key, status, reason, second) is held here; later ones in the same
+    second only add to its count. Held rows go to the writer once their second is over (at the
+    next submit, or by the timer the first one armed), so a flood of 429s writes one row a
+    second per key and reason.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._armed = False
+
+    def add(self, fields: dict[str, Any], now: float) -> dict[str, Any] | None:
+        """The held row the refusal was folded into, or None when `fields` is now held."""
+        second = int(now)
+        key = (fields["api_key_id"], fields["http_status"], fields["error_type"],
+               fields["error_message"][:200], second)  # fmt: skip
+        held = self._held.get(key)
+        if held is not None:
+            held["count"] += 1
+            COLLAPSED.inc()
+            return held
+        self._held[key] = fields
+        return None
+
+    def due(self, now: float) -> list[dict[str, Any]]:
+        """Rows of seconds that are over."""
+        second = int(now)
+        done = [k for k in self._held if k[-1] < second]
+        return [self._held.pop(k) for k in done]
+
+    def pending(self) -> bool:
+        return bool(self._held)
+
+    def drain(self) -> list[dict[str, Any]]:
+        rows, self._held = list(self._held.values()), {}
+        return rows
+
+
+def purge_expired(
+    *, batch_size: int = DEFAULT_PURGE_BATCH, max_batches: int = 100, now: datetime | None = None
+) -> int:
+    """Delete request-log rows older than the retention, in short batches (beat's next run
+    continues). Usage records and the ledger are separate tables and never touched. Idempotent."""
+    from billing.models import RequestLog
+
+    cutoff = (now or timezone.now()) - timedelta(days=settings.EZAT_REQUEST_LOG_RETENTION_DAYS)
+    total = 0
+    for _ in range(max_batches):
+        ids = list(
+            RequestLog.objects.filter(created_at__lt=cutoff)
+            .order_by()
+            .values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            break
+        deleted, _ = RequestLog.objects.filter(id__in=ids).delete()
+        total += deleted
+    return total
+
+
+def wall_clock() -> float:
+    return time.time()
+
+
+def mirror_usage(record: Any, **overrides: Any) -> Any:
+    """The request-log row the gateway writes for a recorded request, made from its usage
+    record (fixtures, and usage written outside the gateway)."""
+    from billing.models import RequestLog
+
+    values: dict[str, Any] = {
+        "request_id": record.request_id,
+        "org_id": record.org_id,
+        "api_key_id": record.api_key_id,
+        "api": record.api,
+        "stream": record.stream,
+        "model_name": record.model_name,
+        "model_id": record.model_id,
+        "requested_model": record.requested_model or record.model_id,
+        "deployment": record.deployment,
+        "status": record.status,
+        "http_status": 499 if record.status == "client_disconnected" else 200,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cache_read_tokens": record.cache_read_tokens,
+        "cache_write_5m_tokens": record.cache_write_5m_tokens,
+        "cache_write_1h_tokens": record.cache_write_1h_tokens,
+        "reasoning_tokens": record.reasoning_tokens,
+        "cost_nano": record.cost_nano,
+        "output_exact": record.output_exact,
+        "attempts": record.attempts,
+        "ttft_ms": record.ttft_ms,
+        "latency_ms": record.latency_ms,
+        "started_at": record.started_at,
+        "created_at": record.created_at,
+        **overrides,
+    }
+    return RequestLog.objects.create(**values)
