@@ -146,6 +146,10 @@ def stacked_bar_chart(
 ) -> SafeString:
     """Bars per day, stacked by series. `metric` is "cost" (nano-USD) or "tokens"."""
     fmt: Callable[[float], str] = _usd_axis if metric == "cost" else compact
+    # A bar's tooltip is an amount, so it reads like every other total (ezat.money).
+    tip: Callable[[float], str] = (
+        (lambda v: money.usd_total(int(v))) if metric == "cost" else compact
+    )
     values = [list(getattr(s, metric)) for s in series]
     labels = [str(getattr(s, "label", "")) for s in series]
     left, right, top, bottom = 68, 12, 12, 30
@@ -203,7 +207,7 @@ def stacked_bar_chart(
                     PALETTE[colour_index % len(PALETTE)],
                     day.isoformat(),
                     label,
-                    fmt(value),
+                    tip(value),
                 )
             )
         if i % label_every == 0 or (i == n - 1 and n <= 10):

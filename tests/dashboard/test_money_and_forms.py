@@ -92,6 +92,9 @@ def test_usage_cost_column_has_one_precision(world: World) -> None:
         assert len({len(c.partition(".")[2]) for c in column}) == 1, column
     # $12 beside sonnet's $0.01200 (4 significant digits) takes its 5 decimals, not "$12.00".
     assert {"$12.00000", "$0.01200", "$12.01200"} <= set(cells), cells
+    # The chart's tooltips are totals too (a day of sonnet: $0.006, 4 significant digits).
+    tooltips = re.findall(r": (\$[0-9.,]+)</title>", html)
+    assert "$0.006000" in tooltips and "$12.00" in tooltips, tooltips
 
 
 def test_last_used_reads_just_now(world: World) -> None:
