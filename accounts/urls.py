@@ -10,6 +10,7 @@ urlpatterns = [
     path("org/", views.switch_org, name="switch-org"),
     path("keys/", views.keys_list, name="keys"),
     path("keys/new/", views.key_create, name="key-create"),
+    path("keys/<int:key_id>/created/", views.key_created, name="key-created"),
     path("keys/<int:key_id>/edit/", views.key_edit, name="key-edit"),
     path("keys/<int:key_id>/revoke/", views.key_revoke, name="key-revoke"),
     path("fallbacks/", fallback_views.fallbacks_list, name="fallbacks"),

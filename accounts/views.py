@@ -38,6 +38,9 @@ from accounts.services import (
 )
 
 SESSION_ORG = "ezat_org_id"
+# The secret of a key just created, between the POST and the page that shows it (Post/Redirect/
+# Get): popped by the first GET, so a reload shows nothing and mints nothing.
+SESSION_NEW_KEY = "ezat_new_key"
 
 OrgViewFunc = Callable[..., HttpResponse]
 
@@ -151,11 +154,32 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
         except AccountsError as exc:
             form.add_error(None, str(exc))
         else:
-            # The only time the secret exists in clear: rendered into this response (no-store,
-            # never put in the session or a redirect), then gone.
-            context = page(request, membership, key=new.key, secret=new.secret)
-            return render(request, "dashboard/key_created.html", context)
+            # Post/Redirect/Get: a reload of the result page must not mint another key. The
+            # secret waits in the creator's own session (server-side, never in a URL or a
+            # cookie) for the one GET that shows it, which pops it.
+            request.session[SESSION_NEW_KEY] = {"key_id": new.key.pk, "secret": new.secret}
+            return redirect("dashboard:key-created", key_id=new.key.pk)
     return render(request, "dashboard/key_form.html", page(request, membership, form=form))
+
+
+@never_cache
+@require_GET
+@org_view(owner_only=True)
+def key_created(request: HttpRequest, membership: Membership, key_id: int) -> HttpResponse:
+    """Shows a new key's secret once (no-store); a reload finds it gone and says so."""
+    key = _key_or_404(membership, key_id)
+    pending = request.session.pop(SESSION_NEW_KEY, None)
+    if not isinstance(pending, dict) or pending.get("key_id") != key.pk:
+        if pending is not None:  # another key's secret: keep it for its own page
+            request.session[SESSION_NEW_KEY] = pending
+        messages.info(
+            request,
+            f"The secret of {key.prefix}… was shown once and cannot be shown again. "
+            "If you did not copy it, revoke the key and create another.",
+        )
+        return redirect("dashboard:keys")
+    context = page(request, membership, key=key, secret=pending["secret"])
+    return render(request, "dashboard/key_created.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -277,12 +301,19 @@ def member_role(request: HttpRequest, membership: Membership, member_id: int) ->
     return redirect("dashboard:members")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @org_view(owner_only=True)
 def member_remove(request: HttpRequest, membership: Membership, member_id: int) -> HttpResponse:
+    """GET (or a POST without `confirm`) asks first; only a POST with `confirm=yes` removes.
+
+    The confirmation is a page of its own, so it works without JavaScript.
+    """
     target = selectors.org_members(membership.org).filter(pk=member_id).first()
     if target is None:
         raise Http404("No such member.")
+    if request.method != "POST" or request.POST.get("confirm") != "yes":
+        context = page(request, membership, target=target, is_self=target.pk == membership.pk)
+        return render(request, "dashboard/member_remove.html", context)
     try:
         remove_member(membership=target)
     except AccountsError as exc:

@@ -66,6 +66,27 @@ def pending_usage_nano(org: Organization) -> int:
     return total or 0
 
 
+@dataclass(frozen=True)
+class Balances:
+    """The overview's money: what the ledger says and what can still be spent.
+
+    Open holds (in-flight requests' worst-case cost) are not subtracted: the limiter interface
+    (gateway/limits/base.py) exposes no per-org read of them, and a hold lasts one request.
+    """
+
+    ledger_nano: int  # credits minus reconciled usage (Organization.balance_nano)
+    unreconciled_nano: int  # usage recorded, not yet in the ledger (≤ one reconcile interval)
+
+    @property
+    def available_nano(self) -> int:
+        return self.ledger_nano - self.unreconciled_nano
+
+
+def balances(org: Organization) -> Balances:
+    ledger = Organization.objects.values_list("balance_nano", flat=True).get(pk=org.pk)
+    return Balances(ledger_nano=ledger, unreconciled_nano=pending_usage_nano(org))
+
+
 def requests_since(org: Organization, since: datetime) -> int:
     return _usage(org).filter(created_at__gte=since).count()
 

@@ -39,7 +39,7 @@ def group_name(org_id: int) -> str:
 
 def format_cost_usd(cost_nano: int) -> str:
     """Per-request costs are fractions of a cent: six decimals, as the request log shows them."""
-    return money.usd_from_nano(cost_nano, 6)
+    return money.usd_from_nano(cost_nano, money.COST_PLACES)
 
 
 def build_row(
@@ -80,7 +80,10 @@ def build_row(
         "cache_read_tokens": cache_read_tokens,
         "cache_write_tokens": cache_write_tokens,
         "tokens": input_tokens + output_tokens + cache_read_tokens + cache_write_tokens,
-        "cost_usd": format_cost_usd(cost_nano),
+        "cost_usd": format_cost_usd(cost_nano),  # the plain number, for scripts reading the feed
+        # Display text from ezat.money, so a live row reads exactly like a server-rendered one.
+        "cost": money.usd_cost(cost_nano),
+        "latency": money.duration(latency_ms),
         "output_exact": output_exact,
         "latency_ms": latency_ms,
         "deployment": deployment,

@@ -88,12 +88,14 @@ class RequestFilterForm(forms.Form):
 @org_view()
 def home(request: HttpRequest, membership: Membership) -> HttpResponse:
     org = membership.org
-    org.refresh_from_db(fields=["balance_nano"])
     period = sel.Period.last_days(14)
+    money = sel.balances(org)
     context = page(
         request,
         membership,
-        balance_nano=org.balance_nano,
+        balance_nano=money.ledger_nano,
+        available_nano=money.available_nano,
+        pending_nano=money.unreconciled_nano,
         month_spend_nano=sel.month_to_date_spend_nano(org),
         requests_24h=sel.requests_since(org, timezone.now() - timedelta(hours=24)),
         active_keys=ApiKey.objects.filter(org=org, revoked_at__isnull=True).count(),
@@ -174,15 +176,16 @@ def _csv_url(org_id: int, filters: sel.RequestFilters) -> str:
 @org_view()
 def balance(request: HttpRequest, membership: Membership) -> HttpResponse:
     org = membership.org
-    org.refresh_from_db(fields=["balance_nano"])
     paginator = Paginator(sel.ledger_entries(org), LEDGER_PER_PAGE)
     page_obj = paginator.get_page(request.GET.get("page"))
+    money = sel.balances(org)
     context = page(
         request,
         membership,
-        balance_nano=org.balance_nano,
+        balance_nano=money.ledger_nano,
+        available_nano=money.available_nano,
         month_spend_nano=sel.month_to_date_spend_nano(org),
-        pending_nano=sel.pending_usage_nano(org),
+        pending_nano=money.unreconciled_nano,
         totals=sel.ledger_totals(org),
         page_obj=page_obj,
     )

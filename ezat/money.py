@@ -10,7 +10,7 @@ the decimal point without any rounding.
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 MICRO = -6  # micro-USD → USD
 NANO = -9  # nano-USD → USD
@@ -49,3 +49,94 @@ def usd_from_nano(nano: int, places: int | None = None) -> str:
 def usd_from_pico(pico: int) -> str:
     """Pico-USD (a line of an itemised cost: tokens × micro-USD per million) as USD."""
     return plain(Decimal(pico).scaleb(PICO))
+
+
+# --- Display: the dashboard's one set of money rules (issue 19) --------------------------------
+# Balances and totals: 2 decimals; under $1, 4 significant digits (so $0.006569 spent does not
+# read "$0.01"); per-request costs: always 6 decimals, so a column of them has one precision and
+# a live row matches the rows the page rendered. Rounding is half up, as people round by hand.
+# Nothing here can produce exponent notation: every string comes from format(Decimal, "f").
+
+TOTAL_PLACES = 2
+SIGNIFICANT_UNDER_ONE = 4
+COST_PLACES = 6
+MAX_PLACES = 9  # amounts are integers of nano-USD: more decimals would only add zeros
+
+
+def _display(amount: Decimal, places: int) -> str:
+    quantum = Decimal(1).scaleb(-places)
+    text = format(amount.quantize(quantum, rounding=ROUND_HALF_UP), "f")
+    whole, _, frac = text.lstrip("-").partition(".")
+    grouped = f"{int(whole):,}"
+    body = f"${grouped}.{frac}" if frac else f"${grouped}"
+    return body
+
+
+def total_places(nano: int) -> int:
+    """Decimals a balance or total of `nano` shows: 2, or enough for 4 significant digits."""
+    amount = abs(Decimal(int(nano)).scaleb(NANO))
+    if amount == 0 or amount >= 1:
+        return TOTAL_PLACES
+    # adjusted() is the exponent of the leading digit: 0.006569 → -3 → 3 + 4 - 1 = 6 places.
+    places = min(MAX_PLACES, max(TOTAL_PLACES, SIGNIFICANT_UNDER_ONE - 1 - amount.adjusted()))
+    rounded = amount.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    if rounded >= 1:  # 0.99996 rounds to 1.000: past a dollar the 2-decimal rule applies
+        return TOTAL_PLACES
+    if rounded.adjusted() > amount.adjusted():  # 0.00099995 → 0.001000, not 0.0010000
+        return max(TOTAL_PLACES, places - 1)
+    return places
+
+
+def _signed(nano: int, body: str, sign: bool) -> str:
+    if nano < 0:
+        return f"−{body}"  # U+2212: the typographic minus (does not wrap away from the digits)
+    return f"+{body}" if sign and nano else body
+
+
+def usd_total(nano: int, *, sign: bool = False, places: int | None = None) -> str:
+    """A balance or total: "$1,234.50", "$0.006569", "$0.5000", "$0.00"."""
+    nano = int(nano)
+    chosen = total_places(nano) if places is None else places
+    return _signed(nano, _display(abs(Decimal(nano).scaleb(NANO)), chosen), sign)
+
+
+def usd_cost(nano: int, *, sign: bool = False) -> str:
+    """A per-request cost, always 6 decimals: "$0.026100", "$0.000000"."""
+    nano = int(nano)
+    return _signed(nano, _display(abs(Decimal(nano).scaleb(NANO)), COST_PLACES), sign)
+
+
+def usd_column(nanos: list[int], *, sign: bool = False) -> list[str]:
+    """Totals that share a column: one precision for all, the most any of them needs."""
+    places = max((total_places(n) for n in nanos), default=TOTAL_PLACES)
+    return [usd_total(n, sign=sign, places=places) for n in nanos]
+
+
+# --- Durations and relative times -----------------------------------------------------------
+
+
+def duration(ms: int | float | None) -> str:
+    """Milliseconds for people: "850 ms" under a second, "11.5 s" from one second on."""
+    if ms is None:
+        return "—"
+    value = Decimal(str(ms))
+    whole_ms = value.quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    if whole_ms < 1000:  # 999.6 ms rounds to a second and reads "1.0 s", not "1000 ms"
+        return f"{whole_ms} ms"
+    seconds = value.scaleb(-3).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    if seconds < 60:
+        return f"{seconds} s"
+    whole = int(seconds.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    return f"{whole // 60} min {whole % 60} s"
+
+
+def ago(seconds: float) -> str:
+    """How long ago, for people: "just now" under a minute, then minutes, hours, days."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return "just now"
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if s >= size:
+            n = s // size
+            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+    return "just now"  # unreachable: s >= 60 matched "minute"

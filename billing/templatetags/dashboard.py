@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import date
+from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from billing.pricing import nano_to_usd
 from ezat import money
 
 register = template.Library()
@@ -24,38 +24,70 @@ register = template.Library()
 PALETTE = ("#2563eb", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#7c3aed", "#6b7280")
 
 
-def _group(digits: str) -> str:
-    return f"{int(digits):,}"
-
-
 def format_usd(nano: int | None, *, sign: bool = False) -> str:
-    """$1,234.50 for whole cents; up to six decimals when there are fractions of a cent."""
-    if nano is None:
-        return "—"
-    amount = nano_to_usd(int(nano))
-    negative = amount < 0
-    amount = abs(amount)
-    cents = amount.quantize(Decimal("0.01"))
-    if cents == amount:
-        text = money.fixed(cents, 2)
-    else:
-        sixth = amount.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
-        text = money.fixed(sixth, 6).rstrip("0")
-    whole, _, frac = text.partition(".")
-    text = f"${_group(whole)}.{frac}"
-    if negative:
-        return f"−{text}"
-    return f"+{text}" if sign and nano else text
+    """A balance or total (ezat.money.usd_total): 2 decimals; under $1, 4 significant digits."""
+    return "—" if nano is None else money.usd_total(int(nano), sign=sign)
 
 
 @register.filter
 def usd(nano: int | None) -> str:
+    """Balances and totals: "$25.00", "$0.006569"."""
     return format_usd(nano)
 
 
 @register.filter
 def usd_signed(nano: int | None) -> str:
     return format_usd(nano, sign=True)
+
+
+@register.filter
+def usd_cost(nano: int | None) -> str:
+    """Per-request costs: always six decimals, "$0.026100"."""
+    return "—" if nano is None else money.usd_cost(int(nano))
+
+
+@register.filter
+def usd_column(nanos: Sequence[int | None]) -> list[str]:
+    """Totals sharing a column, with one precision: `{% with amounts=values|usd_column %}`."""
+    return money.usd_column([int(n or 0) for n in nanos])
+
+
+@register.filter
+def usd_column_signed(nanos: Sequence[int | None]) -> list[str]:
+    return money.usd_column([int(n or 0) for n in nanos], sign=True)
+
+
+@register.simple_tag
+def usd_in(value: int | None, rows: Sequence[object], attr: str, signed: bool = False) -> str:
+    """`value` in the one precision of its column (`attr` of every row in `rows`).
+
+    `{% usd_in s.total_cost report.series "total_cost" %}`: $12.00 and $0.006569 in one column
+    read $12.000000 and $0.006569, not two precisions. Tables here are a page (≤ 100 rows).
+    """
+    if value is None:
+        return "—"
+    column = [_cell(r, attr) for r in rows]
+    places = max(money.total_places(n) for n in [*column, int(value)])
+    return money.usd_total(int(value), sign=signed, places=places)
+
+
+def _cell(row: object, attr: str) -> int:
+    value = row.get(attr) if isinstance(row, dict) else getattr(row, attr, None)
+    return int(value or 0)
+
+
+@register.filter
+def duration(ms: int | float | None) -> str:
+    """Milliseconds for people: "850 ms", "11.5 s"."""
+    return money.duration(ms)
+
+
+@register.filter
+def ago(moment: datetime | None) -> str:
+    """ "just now", "5 minutes ago", "2 days ago"; "never" for None."""
+    if moment is None:
+        return "never"
+    return money.ago((timezone.now() - moment).total_seconds())
 
 
 def compact(number: float) -> str:
@@ -114,6 +146,10 @@ def stacked_bar_chart(
 ) -> SafeString:
     """Bars per day, stacked by series. `metric` is "cost" (nano-USD) or "tokens"."""
     fmt: Callable[[float], str] = _usd_axis if metric == "cost" else compact
+    # A bar's tooltip is an amount, so it reads like every other total (ezat.money).
+    tip: Callable[[float], str] = (
+        (lambda v: money.usd_total(int(v))) if metric == "cost" else compact
+    )
     values = [list(getattr(s, metric)) for s in series]
     labels = [str(getattr(s, "label", "")) for s in series]
     left, right, top, bottom = 68, 12, 12, 30
@@ -171,7 +207,7 @@ def stacked_bar_chart(
                     PALETTE[colour_index % len(PALETTE)],
                     day.isoformat(),
                     label,
-                    fmt(value),
+                    tip(value),
                 )
             )
         if i % label_every == 0 or (i == n - 1 and n <= 10):

@@ -85,12 +85,13 @@
     tr.appendChild(cell(compact(input) + " / " + compact(num(row.output_tokens)), "num",
       "input " + num(row.input_tokens) + " · output " + num(row.output_tokens) + " · cache read " +
       num(row.cache_read_tokens) + " · cache write " + num(row.cache_write_tokens)));
-    // Same six decimals as the server-rendered rows, whatever precision the sender used.
+    // The server formats money and durations (ezat/money.py), so live rows and rendered rows
+    // read the same; the fallbacks only cover a row from an older gateway process.
     var cost = Number(row.cost_usd);
-    tr.appendChild(cell("$" + (isFinite(cost) ? cost.toFixed(6) : row.cost_usd), "num mono"));
+    tr.appendChild(cell(row.cost || ("$" + (isFinite(cost) ? cost.toFixed(6) : row.cost_usd)), "num mono"));
     tr.appendChild(cell(row.output_exact ? badge("exact", "exact") :
       badge("estimated", "estimated", "The client disconnected before the end; output tokens are an estimate.")));
-    tr.appendChild(cell(num(row.latency_ms) + " ms", "num"));
+    tr.appendChild(cell(row.latency || (num(row.latency_ms) + " ms"), "num nowrap", num(row.latency_ms) + " ms"));
     var deployment = document.createElement("span");
     deployment.textContent = row.deployment || "—";
     if (num(row.attempts) > 1) {

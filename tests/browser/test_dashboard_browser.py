@@ -51,8 +51,11 @@ def test_dashboard_pages_render(own_customer_page: Any, own_app: App) -> None:
     page.click("[data-copy]")
     expect(page.locator("[data-copy]")).to_have_text("Copied")
     shot(page, "04-key-created")
-    page.click("text=Done")
-    expect(page.locator("#keys")).to_contain_text("docs-demo")
+    # Post/Redirect/Get: reloading the result page mints nothing and shows the secret no more.
+    page.reload()
+    expect(page).to_have_url(re.compile(r"/dashboard/keys/$"))
+    expect(page.locator("body")).to_contain_text("shown once and cannot be shown again")
+    expect(page.locator("#keys tr", has_text="docs-demo")).to_have_count(1)
     assert secret not in page.content()  # shown once, never again
     shot(page, "03-keys")
 

@@ -76,10 +76,12 @@ def test_grant_credit_action_writes_a_ledger_entry(world: World, operator: Clien
     assert LedgerEntry.objects.filter(org=org, memo="invoice 42").count() == 1
     # The customer sees it.
     customer = world.client(world.member_a)
-    assert "$62.345" in _html(customer.get(reverse("dashboard:balance")))
+    # Balances show 2 decimals (issue 19): 62.345 rounds half up.
+    assert "$62.35" in _html(customer.get(reverse("dashboard:balance")))
     assert "invoice 42" in _html(customer.get(reverse("dashboard:balance")))
     # The org list shows the balance in USD.
-    assert "$62.345" in _html(operator.get(url))
+    # Balances show 2 decimals (issue 19): 62.345 rounds half up.
+    assert "$62.35" in _html(operator.get(url))
 
 
 def test_grant_credit_rejects_bad_amounts(world: World, operator: Client) -> None:

@@ -41,7 +41,7 @@ def test_dashboard_key_form_sets_and_clears_the_concurrency_limit(world: World) 
     response = client.post(
         reverse("dashboard:key-create"), {"name": "conc", "rpm_limit": "", "max_concurrency": "4"}
     )
-    assert response.status_code == 200
+    assert response.status_code == 302  # Post/Redirect/Get to the page that shows the secret
     key = ApiKey.objects.get(org=world.a.org, name="conc")
     assert key.max_concurrency == 4
     edit = reverse("dashboard:key-edit", args=[key.pk])

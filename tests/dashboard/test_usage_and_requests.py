@@ -145,8 +145,8 @@ def test_balance_page_shows_ledger_and_month_spend(world: World) -> None:
 def test_usd_format() -> None:
     assert format_usd(0) == "$0.00"
     assert format_usd(1_234_500_000_000) == "$1,234.50"
-    assert format_usd(123_000) == "$0.000123"
-    assert format_usd(-6_000_000) == "−$0.006"
+    assert format_usd(123_000) == "$0.0001230"  # under $1: 4 significant digits
+    assert format_usd(-6_000_000) == "−$0.006000"
     assert format_usd(5_000_000_000, sign=True) == "+$5.00"
     assert format_usd(None) == "—"
 
