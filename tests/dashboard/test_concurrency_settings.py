@@ -103,7 +103,7 @@ def test_cli_sets_the_limits() -> None:
     secret = run("create_key", "Conc", "--max-concurrency", "3").strip().splitlines()[-1]
     assert keys.is_well_formed(secret)
     assert ApiKey.objects.get(org=org).max_concurrency == 3
-    with pytest.raises(CommandError, match="--max-concurrency must be at least 1"):
+    with pytest.raises(CommandError, match="--max-concurrency: must be at least 1"):
         run("create_key", "Conc", "--max-concurrency", "0")
     with pytest.raises(CommandError, match="max concurrency must be a positive integer"):
         run("create_org", "Conc2", "--max-concurrency", "0")
