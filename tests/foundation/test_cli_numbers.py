@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT_APPS = ("accounts", "billing", "catalog", "gateway", "ezat")
 BAD_VALUES = ("-1", "0", "abc", "1e309")
 # Names of options that hold numbers: each must be parsed by one of ezat/cli.py's parsers.
-NUMERIC_NAME = re.compile(r"usd|rpm|port|weight|concurrency|size|batches|count|limit|seconds")
+NUMERIC_NAME = re.compile(
+    r"(^|_)(usd|rpm|port|weight|concurrency|share|size|batches|count|limit|seconds)(_|$)"
+)
 
 
 def _django_options() -> set[str]:
