@@ -121,7 +121,7 @@ def test_cli_sets_the_limits() -> None:
         "0.25",
     )
     assert Deployment.objects.get(name="fair").fair_share == 0.25
-    with pytest.raises(CommandError, match="--fair-share: must be from 0.01 to 1"):
+    with pytest.raises(CommandError, match=r"--fair-share: must be from 0\.01 to 1"):
         run(
             "add_deployment",
             "fair",
