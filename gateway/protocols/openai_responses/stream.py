@@ -127,6 +127,25 @@ class ResponsesStreamTranslator:
         """Translate one parsed upstream event into zero or more complete SSE events."""
         kind = event.get("type")
         if kind == "content_block_delta":
+            # Fast path for the bulk of a stream, a text delta of an open message: the same
+            # checks and output as _on_delta, without its calls (every other case goes there).
+            delta = event.get("delta")
+            index = event.get("index")
+            if isinstance(delta, dict) and type(index) is int:
+                item = self._blocks.get(index)
+                if (
+                    item is not None
+                    and item.kind == "message"
+                    and delta.get("type") == "text_delta"
+                ):
+                    text = delta.get("text")
+                    if not isinstance(text, str) or not text:
+                        return b""
+                    item.pieces.append(text)
+                    self.output_chars += len(text)
+                    seq = self._seq
+                    self._seq = seq + 1
+                    return b'%b%d,"delta":%b}\n\n' % (item.delta_prefix, seq, orjson.dumps(text))
             return self._on_delta(event)
         if kind == "content_block_start":
             return self._begin() + self._on_start(event)
