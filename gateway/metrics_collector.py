@@ -60,6 +60,7 @@ class GatewayCollector(Collector):
 
 
 def _reconciliation_lag(now: float) -> float | None:
+    from django.core.exceptions import SynchronousOnlyOperation
     from django.db import DatabaseError
 
     from billing.models import UsageRecord
@@ -75,6 +76,12 @@ def _reconciliation_lag(now: float) -> float | None:
     except DatabaseError:
         SIDE_EFFECT_FAILURES.labels("metrics_reconciliation_lag").inc()
         logger.warning("reconciliation lag unavailable (database)")
+        return None
+    except SynchronousOnlyOperation:
+        # The registry was read on an event loop thread (an async caller sampling a metric, e.g.
+        # the gateway's own code or a test): no blocking query there. /metrics itself is a sync
+        # view on a worker thread, so scrapes always carry the gauge.
+        SIDE_EFFECT_FAILURES.labels("metrics_reconciliation_lag_async").inc()
         return None
     return max(now - oldest.timestamp(), 0.0) if oldest is not None else 0.0
 
