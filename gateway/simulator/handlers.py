@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -181,7 +181,7 @@ async def _stream(
         if fault is None or not fault.shapes_stream:
             # One write: the fastest path for benchmarks; the client still parses events.
             await resp.write(b"".join(events))
-        elif not await _write_with_faults(request, resp, events, fault):
+        elif not await write_with_faults(request, resp, events, fault):
             return resp
         await resp.write_eof()
     except ConnectionError:
@@ -191,10 +191,20 @@ async def _stream(
     return resp
 
 
-async def _write_with_faults(
-    request: web.Request, resp: web.StreamResponse, events: list[bytes], fault: Fault
+async def write_with_faults(
+    request: web.Request,
+    resp: web.StreamResponse,
+    events: list[bytes],
+    fault: Fault,
+    *,
+    error_frame: Callable[[Fault], bytes] | None = None,
+    corrupt: Callable[[bytes], bytes] | None = None,
 ) -> bool:
-    """Write events one by one with the fault's hooks; False if the connection was dropped."""
+    """Write events one by one with the fault's hooks; False if the connection was dropped.
+
+    One loop for every platform's framing: `error_frame` encodes the scripted mid-stream error
+    (an SSE `error` event by default; Bedrock passes its exception frame) and `corrupt`, where the
+    framing has a checksum, breaks the frame at `bad_crc_after_events`."""
     total = len(events)
 
     def at(value: int | None) -> int | None:
@@ -203,13 +213,18 @@ async def _write_with_faults(
     drop_at = at(fault.drop_after_events)
     error_at = at(fault.error_after_events)
     pause_at = at(fault.pause_after_events)
+    bad_at = at(fault.spec.get("bad_crc_after_events")) if corrupt is not None else None
     for sent in range(total + 1):
         if sent == drop_at:
             if request.transport is not None:
                 request.transport.close()
             return False
         if sent == error_at:
-            await resp.write(error_event(*_fault_error(fault)))
+            frame = error_frame(fault) if error_frame else error_event(*_fault_error(fault))
+            await resp.write(frame)
+            return True
+        if corrupt is not None and sent == bad_at:
+            await resp.write(corrupt(events[min(sent, total - 1)]))
             return True
         if sent == pause_at:
             # Silence: no pings either, so client-side idle timeouts fire.

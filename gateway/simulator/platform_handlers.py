@@ -7,7 +7,6 @@ answer the platform's way.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import re
@@ -25,6 +24,7 @@ from gateway.simulator.handlers import (
     assemble,
     handle_count_tokens,
     handle_messages,
+    write_with_faults,
 )
 from gateway.simulator.platforms import (
     BEDROCK_VERSION,
@@ -141,7 +141,9 @@ async def _bedrock_stream(request: web.Request) -> web.StreamResponse:
         bad_crc = fault is not None and fault.spec.get("bad_crc_after_events") is not None
         if fault is None or not (fault.shapes_stream or bad_crc):
             await resp.write(b"".join(frames))
-        elif not await _write_frames(request, resp, frames, fault):
+        elif not await write_with_faults(
+            request, resp, frames, fault, error_frame=_exception_frame, corrupt=eventstream.corrupt
+        ):
             return resp
         await resp.write_eof()
     except ConnectionError:
@@ -171,39 +173,12 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
     return frames
 
 
-async def _write_frames(
-    request: web.Request, resp: web.StreamResponse, frames: list[bytes], fault: Fault
-) -> bool:
-    total = len(frames)
-
-    def at(value: int | None) -> int | None:
-        return None if value is None else min(value, total)
-
-    drop_at = at(fault.drop_after_events)
-    error_at = at(fault.error_after_events)
-    pause_at = at(fault.pause_after_events)
-    bad_at = at(fault.spec.get("bad_crc_after_events"))
-    for sent in range(total + 1):
-        if sent == drop_at:
-            if request.transport is not None:
-                request.transport.close()
-            return False
-        if sent == error_at:
-            error_type = fault.error_type or "overloaded_error"
-            name = STREAM_EXCEPTIONS.get(error_type, "internalServerException")
-            text = fault.message or DEFAULT_MESSAGES.get(error_type, "Error")
-            await resp.write(eventstream.exception(name, text))
-            return True
-        if sent == bad_at:
-            await resp.write(eventstream.corrupt(frames[min(sent, total - 1)]))
-            return True
-        if sent == pause_at:
-            await asyncio.sleep(fault.pause)
-        elif fault.event_delay and 0 < sent < total:
-            await asyncio.sleep(fault.event_delay)
-        if sent < total:
-            await resp.write(frames[sent])
-    return True
+def _exception_frame(fault: Fault) -> bytes:
+    """A scripted mid-stream error as Bedrock sends it: an exception message, not an event."""
+    error_type = fault.error_type or "overloaded_error"
+    name = STREAM_EXCEPTIONS.get(error_type, "internalServerException")
+    text = fault.message or DEFAULT_MESSAGES.get(error_type, "Error")
+    return eventstream.exception(name, text)
 
 
 # --- Vertex -------------------------------------------------------------------------------------
