@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite. Uses DATABASE_URL / REDIS_URL when set (CI: PostgreSQL + Redis),
 # else the embedded default. pytest's "no tests collected" (exit 5) is a failure.
+#
+# With no arguments the suite runs as parallel shards (scripts/test_shards.sh says why and how);
+# with arguments (`make test ARGS...` or `bash scripts/test.sh tests/unit -k foo`) it is one
+# plain pytest run over what was asked for. EZAT_TEST_SHARDS=1 runs the whole suite in one process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
@@ -12,6 +16,11 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 mkdir -p artifacts
 .venv/bin/ruff check . || exit 1
+
+if [ $# -eq 0 ] && [ "${EZAT_TEST_SHARDS:-on}" != "1" ]; then
+    exec bash scripts/test_shards.sh
+fi
+
 .venv/bin/python -m pytest "$@"
 status=$?
 if [ $status -eq 5 ]; then

@@ -150,7 +150,9 @@ def production_shape() -> bool:
 
 
 def isolated_db_name(name: str, checkout: Path) -> str:
-    """`test_<name>_<hash of the checkout path>`: concurrent runs from different checkouts on
-    one PostgreSQL server each get their own test database."""
-    digest = hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]
+    """`test_<name>_<hash of the checkout path and shard>`: concurrent runs from different
+    checkouts on one PostgreSQL server, and the parallel shards of one run
+    (`EZAT_TEST_SHARD`, scripts/test_shards.sh), each get their own test database."""
+    shard = os.environ.get("EZAT_TEST_SHARD", "")
+    digest = hashlib.sha256(f"{checkout.resolve()}|{shard}".encode()).hexdigest()[:8]
     return f"test_{name}_{digest}"[:63]

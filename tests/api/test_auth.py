@@ -71,6 +71,8 @@ def test_inference_key_is_refused_with_401(org_a: Organization, key_a: Any):
         # Right length and alphabet, wrong prefix.
         keys.generate("ezat_xx_"),
     ],
+    # Stable ids: the random key must not name the test (pytest-xdist workers compare ids).
+    ids=["nonsense", "short-management-key", "wrong-prefix"],
 )
 def test_malformed_or_wrong_prefix_is_401(org_a: Organization, token: str):
     assert bearer_client(token).get(keys_url(org_a)).status_code == 401

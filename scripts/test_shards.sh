@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The whole suite as parallel shards: one pytest process per shard, started together, each over
+# whole test directories in the suite's own order, each with its own test database
+# (`EZAT_TEST_SHARD` names it, tests/services.py) and its own private Redis (every pytest
+# process starts one). Fails when any shard fails or collects nothing.
+#
+# Why shards of whole directories, not pytest-xdist: the suite is mostly waiting (on gateway
+# subprocesses, simulators, Celery workers, browsers), so on a 2-core machine two or three
+# processes finish in well under the serial time. But xdist hands out files in an order of its
+# own, and several suites legitimately share their session's database with committed data (the
+# e2e stack seeds the catalog once per session; transactional tests count what is committed).
+# A shard of whole directories runs its tests in the order a one-process run gives them (pytest's
+# collection order, then pytest-django's stable sort by database use): a subsequence of that run,
+# and exactly what an engineer gets from `pytest tests/<dir>`.
+#
+# Balance (measured: artifacts/junit-<shard>.xml holds every test's time): the end-to-end suite
+# is the largest; the benchmark smoke tests, the quickstart and the browser tests are long and
+# mostly wait, so they share a shard. Every directory not named below lands in the last shard,
+# so a new directory is never left out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+declare -a NAMES=(e2e slow)
+declare -A DIRS=(
+    [e2e]="tests/e2e"
+    [slow]="tests/bench tests/browser tests/foundation"
+)
+rest=()
+for dir in tests/*/; do
+    dir=${dir%/}
+    case " ${DIRS[*]} " in *" $dir "*) continue ;; esac
+    [ "$dir" = tests/clients ] && continue  # client projects the e2e tests drive, not tests
+    compgen -G "$dir/test_*.py" >/dev/null || compgen -G "$dir/**/test_*.py" >/dev/null || continue
+    rest+=("$dir")
+done
+NAMES+=(rest)
+DIRS[rest]="${rest[*]}"
+
+# Job control on: a non-interactive shell starts background jobs with SIGINT ignored, and the
+# suite's Ctrl-C tests (the simulator's CLI, `make run`) would then inherit a deaf SIGINT. Each
+# shard also gets a process group of its own, which stop_shards ends as a whole.
+set -m
+declare -A PIDS=()
+started=$(date +%s)
+for name in "${NAMES[@]}"; do
+    log="artifacts/test-$name.log"
+    echo "==> shard $name: ${DIRS[$name]} (log: $log)"
+    # shellcheck disable=SC2086
+    EZAT_TEST_SHARD=$name .venv/bin/python -m pytest ${DIRS[$name]} -p no:cacheprovider \
+        --junitxml="artifacts/junit-$name.xml" >"$log" 2>&1 &
+    PIDS[$name]=$!
+done
+
+stop_shards() {
+    for pid in "${PIDS[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap 'stop_shards; exit 130' INT
+trap 'stop_shards; exit 143' TERM
+
+failed=()
+for name in "${NAMES[@]}"; do
+    wait "${PIDS[$name]}"
+    status=$?
+    echo
+    echo "==================== shard $name (exit $status, $(( $(date +%s) - started )) s since start)"
+    cat "artifacts/test-$name.log"
+    if [ $status -eq 5 ]; then
+        echo "shard $name collected no tests: failing" >&2
+    fi
+    [ $status -ne 0 ] && failed+=("$name")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "==> failed shards: ${failed[*]}" >&2
+    exit 1
+fi
+echo "==> all shards passed in $(( $(date +%s) - started )) s"
