@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from bench import loadgen, report
+from bench import compare, loadgen, report, yardstick
 from bench.fake_upstream import raise_nofile_limit
 from bench.procs import UPSTREAM_KEY, BenchError, Meter, Procs, http, memory_kb, pin
 
@@ -135,6 +135,9 @@ class Runner:
         self.server_cpu = 0 if args.pin else None
         self.side_cpu = 1 if args.pin else None
         self.up_port = 0
+        self.yard: dict[str, Any] = {}
+        self.gw_env: dict[str, str] | None = None  # the run's gateway database + Redis, set up once
+        self.gw_key = ""
 
     def log(self, msg: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -230,8 +233,16 @@ class Runner:
                     self.log(report.one_line(row))
 
     async def event_cost(
-        self, target_name: str, api: str, target: loadgen.Target, pid: int, *, paced: bool
-    ) -> None:
+        self,
+        target_name: str,
+        api: str,
+        target: loadgen.Target,
+        pid: int,
+        *,
+        paced: bool,
+        conc: int = 16,
+        section: str = "events",
+    ) -> dict[str, Any]:
         """CPU of one streamed event = Δ CPU per stream between a short and a long stream.
 
         Unpaced, the upstream writes a stream's events back to back and the gateway reads many
@@ -243,18 +254,19 @@ class Runner:
         self.configure_upstream(event_delay=pace)
         try:
             short_row = await self.cell(
-                target, pid, stream=True, conc=16, prompt=1000, max_tokens=64
+                target, pid, stream=True, conc=conc, prompt=1000, max_tokens=64
             )
             long_row = await self.cell(
-                target, pid, stream=True, conc=16, prompt=1000, max_tokens=long
+                target, pid, stream=True, conc=conc, prompt=1000, max_tokens=long
             )
         finally:
             self.configure_upstream(event_delay=0.0)
         delta = long_row["cpu_ms_per_req"] - short_row["cpu_ms_per_req"]
         row = {
-            "section": "events",
+            "section": section,
             "target": target_name,
             "api": api,
+            "conc": conc,
             "paced_ms": pace * 1000,
             "cpu_ms_short": short_row["cpu_ms_per_req"],
             "cpu_ms_long": long_row["cpu_ms_per_req"],
@@ -263,12 +275,44 @@ class Runner:
             "us_per_event": round(delta * 1000 / (long - 64), 3),
             "errors": short_row["errors"] + long_row["errors"],
             "first_error": short_row["first_error"] or long_row["first_error"],
+            "services_ms_short": short_row["services_cpu_ms_per_req"],
+            "services_ms_long": long_row["services_cpu_ms_per_req"],
         }
-        self.rows.append(row)
+        if section == "events":
+            self.rows.append(row)
         self.log(
             f"events {target_name}/{api} {'paced' if paced else 'unpaced'}: "
             f"{row['us_per_event']} µs per streamed event"
         )
+        return row
+
+    async def yardstick(self) -> None:
+        """What this machine charges today for fixed work, measured before anything else on the
+        core the server under test gets (see bench/yardstick.py)."""
+        self.log("yardstick: fixed CPU loop, then the fake upstream alone")
+        yard: dict[str, Any] = {"section": "yardstick"}
+        yard.update(await asyncio.to_thread(yardstick.cpu_loop_ms, self.server_cpu))
+        pid = self.procs.upstream_pid
+        pin(pid, self.server_cpu)
+        try:
+            target = loadgen.Target(
+                "127.0.0.1", self.up_port, "/v1/messages", "anthropic", UPSTREAM_KEY
+            )
+            row = await self.cell(target, pid, stream=False, conc=1, prompt=1000)
+            yard["upstream_ms_per_req"] = row["cpu_ms_per_req"]
+            row = await self.cell(target, pid, stream=False, conc=16, prompt=1000)
+            yard["upstream_ms_per_req_c16"] = row["cpu_ms_per_req"]
+            for paced in (False, True):
+                ev = await self.event_cost(
+                    "upstream", "direct", target, pid, paced=paced, section="yardstick-events"
+                )
+                key = "upstream_us_per_event_paced" if paced else "upstream_us_per_event"
+                yard[key] = ev["us_per_event"]
+        finally:
+            pin(pid, self.side_cpu)
+        self.yard = yard
+        self.rows.append(yard)
+        self.log(f"yardstick: {report.yardstick_line(yard)}")
 
     async def open_streams(
         self, target_name: str, api: str, target: loadgen.Target, pid: int
@@ -427,6 +471,7 @@ class Runner:
         )
         env = self.procs.gateway_env(args.db, redis)
         key = await asyncio.to_thread(self.procs.setup_gateway, env, self.up_port)
+        self.gw_env, self.gw_key = env, key
         port, pid = await asyncio.to_thread(
             self.procs.start_gateway, env, args.server, self.server_cpu
         )
@@ -464,8 +509,10 @@ class Runner:
             await self.open_streams("gateway", api, targets[api], pid)
             await self.sustained_streams("gateway", api, targets[api], pid)
         self.rows.append({"section": "rss", "target": "gateway", "when": "end", **memory_kb(pid)})
-        if self.procs.children[-1].poll() is not None:
+        gateway = next(p for p in self.procs.children if p.pid == pid)
+        if gateway.poll() is not None:
             self.notes.append(f"gateway exited early:\n{self.procs.log_tail('gateway')}")
+        self.procs.stop(gateway)  # the peers and scale phases start their own
 
     async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
         """One request per API and mode; an API that answers errors is reported and skipped."""
@@ -526,6 +573,8 @@ def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
         "redis": redis,
         "quick": args.quick,
         "pinned": args.pin,
+        "peers": args.peers,
+        "rounds": args.rounds,
     }
 
 
@@ -541,6 +590,7 @@ async def run(args: argparse.Namespace) -> int:
         runner.up_port = procs.start_upstream(
             events=plan.long_stream, cpu=runner.side_cpu, max_seconds=args.max_minutes * 60
         )
+        await runner.yardstick()
         if "upstream" in args.targets:
             runner.log("upstream alone")
             await runner.run_upstream()
@@ -550,7 +600,23 @@ async def run(args: argparse.Namespace) -> int:
             except BenchError as exc:
                 runner.notes.append(str(exc))
                 runner.log(str(exc))
-            if not any(r["section"] == "matrix" and r["target"] == "gateway" for r in runner.rows):
+            if "matrix" in args.phases and not any(
+                r["section"] == "matrix" and r["target"] == "gateway" for r in runner.rows
+            ):
+                status = 2
+        if args.peers:
+            try:
+                await compare.peers(runner)
+            except BenchError as exc:
+                runner.notes.append(f"peers: {exc}")
+                runner.log(str(exc))
+                status = 2
+        if "scale" in args.phases:
+            try:
+                await compare.scale(runner)
+            except BenchError as exc:
+                runner.notes.append(f"scale: {exc}")
+                runner.log(str(exc))
                 status = 2
     finally:
         procs.close()
@@ -563,6 +629,7 @@ async def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     markdown = report.render(meta, plan, runner.rows, runner.notes)
+    markdown += compare.render(meta, runner.rows)
     (out / "report.md").write_text(markdown)
     payload = {"meta": meta, "plan": plan.__dict__, "rows": runner.rows, "notes": runner.notes}
     (out / "results.json").write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
@@ -596,8 +663,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--phases",
-        default="matrix,events,memory,open,cache",
-        help="comma list of matrix, events, memory, open, cache (default: all)",
+        default=None,
+        help="comma list of matrix, events, memory, open, cache, scale "
+        "(default: all; quick: all but scale)",
     )
     parser.add_argument(
         "--memory-requests",
@@ -605,6 +673,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="N",
         help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
+    )
+    parser.add_argument(
+        "--peers",
+        default="",
+        help="comma list of litellm, portkey: installed into bench/.peers/ on first use, measured "
+        "in rounds interleaved with EZAT against the same fake upstream",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds of the peers comparison (3; quick 1)"
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
     parser.add_argument("--max-minutes", type=float, default=45.0, help="hard cap on the run")
@@ -620,9 +697,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if bad := set(args.targets) - {"upstream", "gateway"}:
         parser.error(f"unknown targets: {', '.join(sorted(bad))}")
+    if args.phases is None:  # the workers' scaling is left out of the CI smoke
+        args.phases = "matrix,events,memory,open,cache" + ("" if args.quick else ",scale")
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
-    if bad := args.phases - {"matrix", "events", "memory", "open", "cache"}:
+    if bad := args.phases - {"matrix", "events", "memory", "open", "cache", "scale"}:
         parser.error(f"unknown phases: {', '.join(sorted(bad))}")
+    args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if bad := set(args.peers) - {"litellm", "portkey"}:
+        parser.error(f"unknown peers: {', '.join(sorted(bad))}")
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     if args.pin is None:
         args.pin = len(os.sched_getaffinity(0)) >= 2
     if args.out is None:
