@@ -32,10 +32,11 @@ PEER_CELLS = (("json C=1", False, 1), ("json C=16", False, 16), ("stream C=1", T
 EVENT_CONC = 4  # long streams through a slow peer (~2 ms per event) must finish within --timeout
 SCALE_CONC = (1, 4, 16, 32, 64)
 SCALE_CONC_QUICK = (1, 8)
+SCALE_SERVERS = (("uvicorn", 1), ("uvicorn", 2), ("granian", 2))
 
 
 async def _gateway_targets(
-    runner: Runner, workers: int, name: str, cpu: int | None
+    runner: Runner, workers: int, name: str, cpu: int | None, server: str | None = None
 ) -> tuple[loadgen.Target, int]:
     """Another EZAT gateway on the run's database and Redis (set up once per run)."""
     args, procs = runner.args, runner.procs
@@ -44,7 +45,7 @@ async def _gateway_targets(
         runner.gw_env = procs.gateway_env(args.db, redis)
         runner.gw_key = await asyncio.to_thread(procs.setup_gateway, runner.gw_env, runner.up_port)
     port, pid = await asyncio.to_thread(
-        procs.start_gateway, runner.gw_env, args.server, cpu, workers, name
+        procs.start_gateway, runner.gw_env, server or args.server, cpu, workers, name
     )
     target = loadgen.Target(
         "127.0.0.1", port, "/openai/v1/chat/completions", "openai", runner.gw_key
@@ -116,18 +117,31 @@ def _short(row: Row) -> str:
 async def scale(runner: Runner) -> None:
     """Throughput with 1 and 2 workers at the same p99, interleaved concurrency by concurrency."""
     quick = runner.args.quick
+    args = runner.args
+    if not (args.redis if args.redis is not None else args.db == "postgres"):
+        runner.notes.append(
+            "scale: skipped: several workers need Redis (the embedded default keeps its limits "
+            "in the process); run with --db postgres"
+        )
+        return
     gateways = {}
-    for workers in (1, 2):
-        runner.log(f"scale: starting EZAT with {workers} worker(s), unpinned")
-        gateways[workers] = await _gateway_targets(runner, workers, f"scale-{workers}", None)
-    for workers, (target, _) in gateways.items():
-        await _smoke(runner, f"{workers} worker(s)", target)
+    # uvicorn with 1 and 2 workers, and granian with 2 (which server the image should run).
+    for server, workers in SCALE_SERVERS:
+        runner.log(f"scale: starting EZAT on {server} with {workers} worker(s), unpinned")
+        gateways[(server, workers)] = await _gateway_targets(
+            runner, workers, f"scale-{server}-{workers}", None, server
+        )
+    for (server, workers), (target, _) in gateways.items():
+        await _smoke(runner, f"{server} {workers} worker(s)", target)
     for conc in SCALE_CONC_QUICK if quick else SCALE_CONC:
-        for workers, (target, pid) in gateways.items():
+        for (server, workers), (target, pid) in gateways.items():
             row = await runner.cell(target, pid, stream=False, conc=conc, prompt=1000)
-            row.update(section="scale", target=f"{workers}w", workers=workers, conc=conc)
+            row.update(
+                section="scale", target=f"{server}-{workers}w", server=server, workers=workers,
+                conc=conc,
+            )  # fmt: skip
             runner.rows.append(row)
-            runner.log(f"scale {workers} worker(s) C={conc}: {_short(row)}")
+            runner.log(f"scale {server} {workers} worker(s) C={conc}: {_short(row)}")
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -182,6 +196,10 @@ def _f(v: float | None, digits: int = 3) -> str:
     )
 
 
+def _x(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}×"
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return "–" if not a or not b else f"{a / b:.2f}"
 
@@ -213,7 +231,7 @@ def render_peers(meta: dict[str, Any], rows: list[Row], yard: Row) -> list[str]:
 
     def line(label: str, ez: float | None, base: float | None, key: str, figure: str) -> str:
         vals = [table[figure].get(n, {}).get(key) for n in names]
-        cells = [label, _f(ez), f"{times(ez, base)}×" if base and ez else "–"]
+        cells = [label, _f(ez), _x(times(ez, base))]
         cells += [_f(v) for v in vals] + [_ratio(ez, v) for v in vals]
         return "| " + " | ".join(cells) + " |"
 
@@ -229,7 +247,7 @@ def render_peers(meta: dict[str, Any], rows: list[Row], yard: Row) -> list[str]:
         out.append(line(label, ez.get("cpu_ms_per_req"), base, "cpu_ms_per_req", figure))
         full = (ez.get("cpu_ms_per_req") or 0) + (ez.get("services_cpu_ms_per_req") or 0)
         vals = [table[figure].get(n, {}).get("cpu_ms_per_req") for n in names]
-        cells = [f"full stack CPU ms/request, {figure}", _f(full), f"{times(full, base)}×"]
+        cells = [f"full stack CPU ms/request, {figure}", _f(full), _x(times(full, base))]
         cells += [_f(v) for v in vals] + [_ratio(full, v) for v in vals]
         out.append("| " + " | ".join(cells) + " |")
         key = "ttft_p50_ms" if "stream" in figure else "p50_ms"
@@ -239,7 +257,7 @@ def render_peers(meta: dict[str, Any], rows: list[Row], yard: Row) -> list[str]:
         n: sum(per.get(n, {}).get("errors", 0) for per in table.values()) for n in ["ezat", *names]
     }
     out += ["", f"Errors over all rounds: {', '.join(f'{n} {e}' for n, e in errs.items())}.", ""]
-    out += ["Peers:", "", *[f"- {line}" for line in peer_mod.describe()], ""]
+    out += ["Peers:", "", *[f"- {line}" for line in peer_mod.describe(names)], ""]
     return out
 
 
@@ -247,8 +265,9 @@ def render_scale(rows: list[Row]) -> list[str]:
     scale = [r for r in rows if r["section"] == "scale"]
     if not scale:
         return []
-    one = {r["conc"]: r for r in scale if r["workers"] == 1}
-    two = {r["conc"]: r for r in scale if r["workers"] == 2}
+    one = {r["conc"]: r for r in scale if r["workers"] == 1 and r.get("server") == "uvicorn"}
+    two = {r["conc"]: r for r in scale if r["workers"] == 2 and r.get("server") == "uvicorn"}
+    gran = {r["conc"]: r for r in scale if r["workers"] == 2 and r.get("server") == "granian"}
     # The p99 bound: what one worker reaches at its highest throughput (its saturation point).
     best1 = max(one.values(), key=lambda r: r["rps"])
     bound = best1["p99_ms"]
@@ -263,8 +282,9 @@ def render_scale(rows: list[Row]) -> list[str]:
         "machine they share the cores with the second worker.",
         "",
         "| C | 1 worker req/s | p99 ms | CPU ms/req | 2 workers req/s | p99 ms | CPU ms/req | "
-        "2 ÷ 1 | harness + upstream ms/req (2w) | db+redis ms/req (2w) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "2 ÷ 1 | harness + upstream ms/req (2w) | db+redis ms/req (2w) | granian 2w req/s | "
+        "p99 ms | CPU ms/req |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for conc in sorted(one):
         a, b = one[conc], two.get(conc)
@@ -272,9 +292,14 @@ def render_scale(rows: list[Row]) -> list[str]:
             continue
         side = (b.get("harness_cpu_ms_per_req") or 0) + (b.get("upstream_cpu_ms_per_req") or 0)
         out.append(
-            f"| {conc} | {a['rps']:,.0f} | {a['p99_ms']} | {a['cpu_ms_per_req']} | "
-            f"{b['rps']:,.0f} | {b['p99_ms']} | {b['cpu_ms_per_req']} | "
-            f"{b['rps'] / a['rps']:.2f}× | {side:.3f} | {b['services_cpu_ms_per_req']} |"
+            f"| {conc} | {a['rps']:,.0f} | {_f(a['p99_ms'], 2)} | {a['cpu_ms_per_req']} | "
+            f"{b['rps']:,.0f} | {_f(b['p99_ms'], 2)} | {b['cpu_ms_per_req']} | "
+            f"{b['rps'] / a['rps']:.2f}× | {side:.3f} | {b['services_cpu_ms_per_req']} | "
+            + (
+                f"{g['rps']:,.0f} | {_f(g['p99_ms'], 2)} | {g['cpu_ms_per_req']} |"
+                if (g := gran.get(conc))
+                else "– | – | – |"
+            )
         )
     out.append("")
     if best2:
@@ -286,6 +311,13 @@ def render_scale(rows: list[Row]) -> list[str]:
         )
     else:
         out.append(f"No 2-worker cell stayed within one worker's p99 bound ({bound} ms).")
+    if gran:
+        cpu_u = _median(list(two.values()), "cpu_ms_per_req")
+        cpu_g = _median(list(gran.values()), "cpu_ms_per_req")
+        out.append(
+            f"\nWith 2 workers, median gateway CPU per request over the sweep: uvicorn {cpu_u} ms, "
+            f"granian {cpu_g} ms (granian ÷ uvicorn {_ratio(cpu_g, cpu_u)})."
+        )
     return [*out, ""]
 
 
@@ -293,9 +325,3 @@ def render(meta: dict[str, Any], rows: list[Row]) -> str:
     yard = next((r for r in rows if r["section"] == "yardstick"), {})
     out = render_peers(meta, rows, yard) + render_scale(rows)
     return ("\n" + "\n".join(out)) if out else ""
-
-
-def scale_summary(rows: list[Row]) -> dict[str, Any] | None:
-    """The 2 ÷ 1 worker throughput at the same p99 (for README generation)."""
-    lines = render_scale(rows)
-    return {"text": lines[-2]} if lines else None

@@ -27,6 +27,7 @@ LITELLM_VERSION = "1.108.7"
 PORTKEY_VERSION = "1.15.2"
 HONO_NODE_SERVER = "1.13.8"  # newest 1.13.x; 1.19.x breaks Portkey's streams (TypeError: immutable)
 MODEL = "anthropic/claude-sonnet-5-5"  # what the load generator asks for
+REPEAT_LIMIT = 1_000_000
 # The model id the peers send upstream; the fake upstream answers any.
 UPSTREAM_MODEL = "claude-sonnet-5-5"
 
@@ -97,7 +98,14 @@ def start_litellm(procs: Procs, up_port: int, cpu: int | None) -> tuple[int, int
     )
     port = free_port()
     env = _clean_env(procs)
-    env.update(LITELLM_LOG="ERROR", LITELLM_TELEMETRY="False", DISABLE_ADMIN_UI="True")
+    # The fake upstream streams the same text delta every time; LiteLLM would stop such a stream
+    # after 100 identical chunks ("The model is repeating the same chunk"). Its check still runs.
+    env.update(
+        LITELLM_LOG="ERROR",
+        LITELLM_TELEMETRY="False",
+        DISABLE_ADMIN_UI="True",
+        REPEATED_STREAMING_CHUNK_LIMIT=str(REPEAT_LIMIT),
+    )
     cmd = [str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port),
            "--num_workers", "1"]  # fmt: skip
     proc = procs.spawn("litellm", cmd, env=env, cpu=cpu)
@@ -170,12 +178,13 @@ def _clean_env(procs: Procs) -> dict[str, str]:
     return env
 
 
-def describe() -> list[str]:
+def describe(names: list[str]) -> list[str]:
     """What the report says about the peers' provenance."""
     lines = [
         f"LiteLLM proxy {LITELLM_VERSION}: `pip install 'litellm[proxy]=={LITELLM_VERSION}'` "
         "into "
-        f"`{litellm_dir().relative_to(REPO)}/venv`, `--num_workers 1`.",
+        f"`{litellm_dir().relative_to(REPO)}/venv`, `--num_workers 1`, "
+        f"`REPEATED_STREAMING_CHUNK_LIMIT={REPEAT_LIMIT}` (the fake upstream repeats one delta).",
         f"Portkey gateway {PORTKEY_VERSION}: "
         f"`npm install @portkey-ai/gateway@{PORTKEY_VERSION}` in "
         f"`{portkey_dir().relative_to(REPO)}` with npm `overrides` pinning `@hono/node-server` "
@@ -183,7 +192,7 @@ def describe() -> list[str]:
         f"{installed_version(portkey_dir(), '@hono/node-server')}); 1.19.x breaks its streaming "
         "with `TypeError: immutable`.",
     ]
-    return lines
+    return [line for line, name in zip(lines, ("litellm", "portkey"), strict=True) if name in names]
 
 
 INSTALLERS = {"litellm": install_litellm, "portkey": install_portkey}
