@@ -2,15 +2,21 @@
 
     python -m bench.run [--quick] [--db sqlite|postgres] [--server uvicorn|granian]
                         [--targets upstream,gateway] [--out bench/results/NAME]
+                        [--peers litellm,portkey [--rounds N]] [--update-readme]
 
 Phases (each bounded in requests and seconds):
+0. the yardstick, always first (bench/yardstick.py): a fixed CPU loop and the fake upstream's
+   CPU per request and per event, on the server core; every gateway CPU figure is also printed
+   as a multiple of it;
 1. upstream alone: `/v1/messages` of the fake upstream, every (stream, concurrency, prompt) cell;
 2. gateway: the same cells through `/v1/messages`, `/openai/v1/chat/completions` and
    `/openai/v1/responses` (store: false);
 3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
    streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
    100k-token requests;
-4. the prompt-cache benchmark (`python -m bench.cache`, its own gateways and simulators), after
+4. with --peers: EZAT and each peer in interleaved rounds (bench/compare.py, bench/peers.py);
+   phase `scale` (full runs): 1 against 2 workers at the same p99, and granian with 2;
+5. the prompt-cache benchmark (`python -m bench.cache`, its own gateways and simulators), after
    the others, into the same directory.
 Writes `report.md` and `results.json` (and `cache.md`, `cache.json`) to --out and prints the
 markdown.
@@ -23,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -35,11 +39,11 @@ from typing import Any
 
 import orjson
 
-from bench import compare, loadgen, report, yardstick
+from bench import compare, loadgen, perf_readme, report, run_options, yardstick
 from bench.fake_upstream import raise_nofile_limit
 from bench.procs import UPSTREAM_KEY, BenchError, Meter, Procs, http, memory_kb, pin
+from bench.run_options import QUIET_CPUS, parse_args
 
-QUIET_CPUS = 0.3  # other processes' load (in CPUs) below which a cell counts as undisturbed
 APIS = {
     "messages": "/v1/messages",
     "openai": "/openai/v1/chat/completions",
@@ -286,34 +290,6 @@ class Runner:
         )
         return row
 
-    async def yardstick(self) -> None:
-        """What this machine charges today for fixed work, measured before anything else on the
-        core the server under test gets (see bench/yardstick.py)."""
-        self.log("yardstick: fixed CPU loop, then the fake upstream alone")
-        yard: dict[str, Any] = {"section": "yardstick"}
-        yard.update(await asyncio.to_thread(yardstick.cpu_loop_ms, self.server_cpu))
-        pid = self.procs.upstream_pid
-        pin(pid, self.server_cpu)
-        try:
-            target = loadgen.Target(
-                "127.0.0.1", self.up_port, "/v1/messages", "anthropic", UPSTREAM_KEY
-            )
-            row = await self.cell(target, pid, stream=False, conc=1, prompt=1000)
-            yard["upstream_ms_per_req"] = row["cpu_ms_per_req"]
-            row = await self.cell(target, pid, stream=False, conc=16, prompt=1000)
-            yard["upstream_ms_per_req_c16"] = row["cpu_ms_per_req"]
-            for paced in (False, True):
-                ev = await self.event_cost(
-                    "upstream", "direct", target, pid, paced=paced, section="yardstick-events"
-                )
-                key = "upstream_us_per_event_paced" if paced else "upstream_us_per_event"
-                yard[key] = ev["us_per_event"]
-        finally:
-            pin(pid, self.side_cpu)
-        self.yard = yard
-        self.rows.append(yard)
-        self.log(f"yardstick: {report.yardstick_line(yard)}")
-
     async def open_streams(
         self, target_name: str, api: str, target: loadgen.Target, pid: int
     ) -> None:
@@ -547,37 +523,6 @@ def run_cache_bench(args: argparse.Namespace) -> bool:
     return done.returncode == 0
 
 
-def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
-    cpu = "?"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).parent,
-    ).stdout.strip()
-    redis = args.redis if args.redis is not None else args.db == "postgres"
-    return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit,
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "server": args.server,
-        "db": args.db,
-        "redis": redis,
-        "quick": args.quick,
-        "pinned": args.pin,
-        "peers": args.peers,
-        "rounds": args.rounds,
-    }
-
-
 async def run(args: argparse.Namespace) -> int:
     plan = Plan.make(args.quick, args.memory_requests)
     procs = Procs(keep_tmp=args.keep_tmp)
@@ -590,7 +535,7 @@ async def run(args: argparse.Namespace) -> int:
         runner.up_port = procs.start_upstream(
             events=plan.long_stream, cpu=runner.side_cpu, max_seconds=args.max_minutes * 60
         )
-        await runner.yardstick()
+        await yardstick.measure(runner)
         if "upstream" in args.targets:
             runner.log("upstream alone")
             await runner.run_upstream()
@@ -625,7 +570,7 @@ async def run(args: argparse.Namespace) -> int:
         if not run_cache_bench(args):
             runner.notes.append("the prompt-cache benchmark failed: see its output above")
             status = status or 2
-    meta = machine_notes(args)
+    meta = run_options.machine_notes(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     markdown = report.render(meta, plan, runner.rows, runner.notes)
@@ -635,90 +580,19 @@ async def run(args: argparse.Namespace) -> int:
     (out / "results.json").write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
     print(markdown)
     runner.log(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+    if args.update_readme:
+        perf_readme.update_readme(out)
+        runner.log("rewrote README.md's performance block")
     if any(r.get("errors") for r in runner.rows):
         runner.log("some cells had errors: see the Errors section")
     return status
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="EZAT Router benchmark matrix")
-    parser.add_argument("--quick", action="store_true", help="smoke run (< 60 s), for CI")
-    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument(
-        "--redis",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="use Redis db 13 (default: with --db postgres)",
-    )
-    parser.add_argument("--server", choices=("uvicorn", "granian", "daphne"), default="uvicorn")
-    parser.add_argument(
-        "--targets", default="upstream,gateway", help="comma list of upstream, gateway"
-    )
-    parser.add_argument("--out", default=None, help="directory (default bench/results/<stamp>)")
-    parser.add_argument(
-        "--pin",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="server on CPU 0, load + upstream on CPU 1 (default: if 2+ CPUs)",
-    )
-    parser.add_argument(
-        "--phases",
-        default=None,
-        help="comma list of matrix, events, memory, open, cache, scale "
-        "(default: all; quick: all but scale)",
-    )
-    parser.add_argument(
-        "--memory-requests",
-        type=int,
-        default=None,
-        metavar="N",
-        help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
-    )
-    parser.add_argument(
-        "--peers",
-        default="",
-        help="comma list of litellm, portkey: installed into bench/.peers/ on first use, measured "
-        "in rounds interleaved with EZAT against the same fake upstream",
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=None, help="rounds of the peers comparison (3; quick 1)"
-    )
-    parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
-    parser.add_argument("--max-minutes", type=float, default=45.0, help="hard cap on the run")
-    parser.add_argument(
-        "--quiet-wait",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help=f"before each cell wait up to S s for other load < {QUIET_CPUS} CPU",
-    )
-    parser.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs, db)")
-    args = parser.parse_args(argv)
-    args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    if bad := set(args.targets) - {"upstream", "gateway"}:
-        parser.error(f"unknown targets: {', '.join(sorted(bad))}")
-    if args.phases is None:  # the workers' scaling is left out of the CI smoke
-        args.phases = "matrix,events,memory,open,cache" + ("" if args.quick else ",scale")
-    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
-    if bad := args.phases - {"matrix", "events", "memory", "open", "cache", "scale"}:
-        parser.error(f"unknown phases: {', '.join(sorted(bad))}")
-    args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
-    if bad := set(args.peers) - {"litellm", "portkey"}:
-        parser.error(f"unknown peers: {', '.join(sorted(bad))}")
-    if args.rounds is None:
-        args.rounds = 1 if args.quick else 3
-    if args.pin is None:
-        args.pin = len(os.sched_getaffinity(0)) >= 2
-    if args.out is None:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        args.out = str(
-            Path(__file__).parent / "results" / f"{stamp}{'-quick' if args.quick else ''}"
-        )
-    return args
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.readme_from:
+        perf_readme.update_readme(Path(args.readme_from))
+        return
     raise_nofile_limit()
     loadgen.install_fast_loop()
     try:

@@ -15,10 +15,18 @@ machines where the absolute milliseconds do not.
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from bench import loadgen
+from bench.procs import UPSTREAM_KEY, pin
+from bench.report import yardstick_line
+
+if TYPE_CHECKING:
+    from bench.run import Runner
 
 LOOP_ITERATIONS = 200_000
 LOOP_REPEATS = 5
@@ -67,3 +75,32 @@ def times(value: float | None, base: float | None) -> float | None:
 
 def event_base(yard: dict[str, Any], paced_ms: float) -> float | None:
     return yard.get("upstream_us_per_event_paced" if paced_ms else "upstream_us_per_event")
+
+
+async def measure(runner: Runner) -> None:
+    """What this machine charges today for fixed work, measured before anything else on the
+    core the server under test gets (see the module docstring)."""
+    runner.log("yardstick: fixed CPU loop, then the fake upstream alone")
+    yard: dict[str, Any] = {"section": "yardstick"}
+    yard.update(await asyncio.to_thread(cpu_loop_ms, runner.server_cpu))
+    pid = runner.procs.upstream_pid
+    pin(pid, runner.server_cpu)
+    try:
+        target = loadgen.Target(
+            "127.0.0.1", runner.up_port, "/v1/messages", "anthropic", UPSTREAM_KEY
+        )
+        row = await runner.cell(target, pid, stream=False, conc=1, prompt=1000)
+        yard["upstream_ms_per_req"] = row["cpu_ms_per_req"]
+        row = await runner.cell(target, pid, stream=False, conc=16, prompt=1000)
+        yard["upstream_ms_per_req_c16"] = row["cpu_ms_per_req"]
+        for paced in (False, True):
+            ev = await runner.event_cost(
+                "upstream", "direct", target, pid, paced=paced, section="yardstick-events"
+            )
+            key = "upstream_us_per_event_paced" if paced else "upstream_us_per_event"
+            yard[key] = ev["us_per_event"]
+    finally:
+        pin(pid, runner.side_cpu)
+    runner.yard = yard
+    runner.rows.append(yard)
+    runner.log(f"yardstick: {yardstick_line(yard)}")
