@@ -159,7 +159,7 @@ def _open_columns(ups: dict[str, Row], yard: Row | None = None) -> list[Column]:
         ("CPU ms/stream", lambda r: fmt(r["cpu_ms_per_stream"], 3)),
         (
             "×loop",
-            lambda r: _times(r["cpu_ms_per_stream"], (yard or {}).get("loop_ms")),
+            lambda r: _times(r["cpu_ms_per_stream"], (yard or {}).get("loop_ms"), 3),
         ),
         ("max open at upstream", lambda r: fmt(r["upstream_max_open"])),
         ("other load (CPUs)", other),
@@ -176,8 +176,8 @@ def yardstick_line(y: Row) -> str:
     )
 
 
-def _times(value: float | None, base: float | None) -> str:
-    return "–" if value is None or not base else f"{value / base:.1f}×"
+def _times(value: float | None, base: float | None, digits: int = 1) -> str:
+    return "–" if value is None or not base else f"{value / base:.{digits}f}×"
 
 
 def _yard_section(y: Row) -> list[str]:
@@ -247,7 +247,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             *CELL,
             ("gw CPU ms/req", lambda r: fmt(r["cpu_ms_per_req"], 3)),
             ("×up", lambda r: _times(r["cpu_ms_per_req"], up_base(r))),
-            ("×loop", lambda r: _times(r["cpu_ms_per_req"] * 1000, loop and loop * 1000)),
+            ("×loop", lambda r: _times(r["cpu_ms_per_req"], loop, 3)),
             ("db+redis ms/req", lambda r: fmt(r.get("services_cpu_ms_per_req"), 3)),
             (
                 "full stack ×up",
@@ -260,7 +260,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             "### Gateway CPU as multiples of the yardstick",
             "",
             "×up: ÷ the fake upstream's CPU per JSON 1k request at C=1 (C=1 cells) or C=16 "
-            "(the others); ×loop: ÷ the fixed loop's CPU (so 0.03× is 3 % of one loop).",
+            "(the others); ×loop: ÷ the fixed loop's CPU (so 0.030× is 3 % of one loop).",
             "",
             *table(cols, gw),
         ]

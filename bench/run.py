@@ -530,6 +530,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.pin:
         pin(os.getpid(), runner.side_cpu)
     status = 0
+    meta = run_options.machine_notes(args)  # the commit and time the run started with
     try:
         # A bounded lifetime even if this process is killed before it can stop the upstream.
         runner.up_port = procs.start_upstream(
@@ -570,7 +571,6 @@ async def run(args: argparse.Namespace) -> int:
         if not run_cache_bench(args):
             runner.notes.append("the prompt-cache benchmark failed: see its output above")
             status = status or 2
-    meta = run_options.machine_notes(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     markdown = report.render(meta, plan, runner.rows, runner.notes)

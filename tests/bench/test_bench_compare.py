@@ -111,7 +111,7 @@ def test_report_has_the_yardstick_and_gateway_multiples() -> None:
     assert "### Yardstick (measured first, on the server core)" in md
     assert "| fixed CPU loop (best / median of 5) | 40.00 / 42.00 ms |" in md
     # 0.8 ms = 8× the upstream's C=1 request, 0.02× the 40 ms loop; full stack 1.0 ms = 10×.
-    assert "| messages | json | 1 | 1k | 0.800 | 8.0× | 0.0× | 0.200 | 10.0× |" in md
+    assert "| messages | json | 1 | 1k | 0.800 | 8.0× | 0.020× | 0.200 | 10.0× |" in md
 
 
 def test_readme_block_from_rows_states_multiples_ratios_and_targets() -> None:
