@@ -96,6 +96,8 @@ class Target:
     # "responses" (Bearer, Responses events ending with response.completed)
     api: str
     key: str = ""
+    # Extra request header lines, each ending in CRLF (a peer's routing headers).
+    headers: str = ""
 
     @classmethod
     def from_url(cls, url: str, api: str = "anthropic", key: str = "") -> Target:
@@ -132,7 +134,8 @@ def build_request(
         auth = f"x-api-key: {target.key}\r\nanthropic-version: 2023-06-01\r\n"
     head = (
         f"POST {target.path} HTTP/1.1\r\nhost: {target.host}:{target.port}\r\n"
-        f"content-type: application/json\r\n{auth}content-length: {len(body)}\r\n\r\n"
+        f"content-type: application/json\r\n{auth}{target.headers}"
+        f"content-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 

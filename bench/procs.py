@@ -332,7 +332,14 @@ class Procs:
             )
         return done.stdout.decode()
 
-    def start_gateway(self, env: dict[str, str], server: str, cpu: int | None) -> tuple[int, int]:
+    def start_gateway(
+        self,
+        env: dict[str, str],
+        server: str,
+        cpu: int | None,
+        workers: int = 1,
+        name: str = "gateway",
+    ) -> tuple[int, int]:
         """Start the server, wait for /healthz; returns (port, pid)."""
         port = free_port()
         if server == "uvicorn":
@@ -351,7 +358,7 @@ class Procs:
                 "httptools",
                 "--no-access-log",
                 "--workers",
-                "1",
+                str(workers),
                 "--backlog",
                 "4096",
             ]
@@ -370,7 +377,7 @@ class Procs:
                 "--port",
                 str(port),
                 "--workers",
-                "1",
+                str(workers),
                 "--loop",
                 "uvloop",
                 "--no-access-log",
@@ -393,8 +400,8 @@ class Procs:
             ]
         else:
             raise BenchError(f"unknown server {server!r}")
-        proc = self.spawn("gateway", cmd, env=env, cpu=cpu)
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc, self, "gateway", timeout=90)
+        proc = self.spawn(name, cmd, env=env, cpu=cpu)
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc, self, name, timeout=90)
         return port, proc.pid
 
 

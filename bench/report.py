@@ -119,7 +119,16 @@ EVENTS: list[Column] = [
 ]
 
 
-def _open_columns(ups: dict[str, Row]) -> list[Column]:
+def _event_columns(yard: Row) -> list[Column]:
+    def base(r: Row) -> float | None:
+        return yard.get(
+            "upstream_us_per_event_paced" if r.get("paced_ms") else "upstream_us_per_event"
+        )
+
+    return [*EVENTS, ("×up (yardstick)", lambda r: _times(r["us_per_event"], base(r)))]
+
+
+def _open_columns(ups: dict[str, Row], yard: Row | None = None) -> list[Column]:
     def added(field: str) -> Callable[[Row], str]:
         def cell(r: Row) -> str:
             up = ups.get(r.get("shape", "burst"))
@@ -148,13 +157,61 @@ def _open_columns(ups: dict[str, Row]) -> list[Column]:
         ("peak RSS MB", lambda r: mb(r["peak_rss_kb"])),
         ("KB/stream", lambda r: fmt(r["kb_per_stream"], 1)),
         ("CPU ms/stream", lambda r: fmt(r["cpu_ms_per_stream"], 3)),
+        (
+            "×loop",
+            lambda r: _times(r["cpu_ms_per_stream"], (yard or {}).get("loop_ms"), 3),
+        ),
         ("max open at upstream", lambda r: fmt(r["upstream_max_open"])),
         ("other load (CPUs)", other),
     ]
 
 
+def yardstick_line(y: Row) -> str:
+    return (
+        f"fixed loop {fmt(y.get('loop_ms'), 2)} ms CPU (median {fmt(y.get('loop_ms_median'), 2)}); "
+        f"fake upstream {fmt(y.get('upstream_ms_per_req'), 3)} ms CPU per request at C=1 "
+        f"({fmt(y.get('upstream_ms_per_req_c16'), 3)} at C=16), "
+        f"{fmt(y.get('upstream_us_per_event'), 2)} µs per event back to back, "
+        f"{fmt(y.get('upstream_us_per_event_paced'), 2)} µs 1 ms apart"
+    )
+
+
+def _times(value: float | None, base: float | None, digits: int = 1) -> str:
+    return "–" if value is None or not base else f"{value / base:.{digits}f}×"
+
+
+def _yard_section(y: Row) -> list[str]:
+    if not y:
+        return []
+    return [
+        "### Yardstick (measured first, on the server core)",
+        "",
+        "What this machine charges today for fixed work. Every gateway CPU figure below is "
+        "also given as a multiple of it (*×up*: of the fake upstream's own CPU for the same unit "
+        "— a request at the same concurrency, or an event with the same pacing; *×loop*: of the "
+        f"fixed loop, {y.get('loop_iterations', 0):,} iterations of integer arithmetic and a dict "
+        "store in a fresh interpreter, best of 5). A multiple measured on one machine should hold "
+        "on another within the noise; the absolute milliseconds do not.",
+        "",
+        "| yardstick | value |",
+        "|---|---|",
+        f"| fixed CPU loop (best / median of 5) | {fmt(y.get('loop_ms'), 2)} / "
+        f"{fmt(y.get('loop_ms_median'), 2)} ms |",
+        "| fake upstream CPU per request, JSON 1k, C=1 | "
+        f"{fmt(y.get('upstream_ms_per_req'), 3)} ms |",
+        f"| fake upstream CPU per request, JSON 1k, C=16 | "
+        f"{fmt(y.get('upstream_ms_per_req_c16'), 3)} ms |",
+        f"| fake upstream CPU per event, back to back | "
+        f"{fmt(y.get('upstream_us_per_event'), 2)} µs |",
+        f"| fake upstream CPU per event, 1 ms apart | "
+        f"{fmt(y.get('upstream_us_per_event_paced'), 2)} µs |",
+        "",
+    ]
+
+
 def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -> str:
     by = {s: [r for r in rows if r["section"] == s] for s in ("matrix", "events", "open")}
+    yard = next((r for r in rows if r["section"] == "yardstick"), {})
     out = [
         f"## Benchmark run {meta['date']} ({'quick' if meta['quick'] else 'full'})",
         "",
@@ -169,6 +226,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
         "latency and throughput of that cell are disturbed; CPU per request much less so).",
         "",
     ]
+    out += _yard_section(yard)
     matrix = by["matrix"]
     if matrix:
         out += ["### Absolute numbers", "", *table(ABSOLUTE, matrix)]
@@ -178,6 +236,34 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
     ]
     if versus:
         out += ["### Gateway vs the upstream alone (same run)", "", *table(VERSUS, versus)]
+    gw = [r for r in matrix if r["target"] == "gateway"]
+    if gw and yard:
+        loop = yard.get("loop_ms")
+
+        def up_base(r: Row) -> float | None:
+            return yard.get("upstream_ms_per_req" if r["conc"] == 1 else "upstream_ms_per_req_c16")
+
+        cols: list[Column] = [
+            *CELL,
+            ("gw CPU ms/req", lambda r: fmt(r["cpu_ms_per_req"], 3)),
+            ("×up", lambda r: _times(r["cpu_ms_per_req"], up_base(r))),
+            ("×loop", lambda r: _times(r["cpu_ms_per_req"], loop, 3)),
+            ("db+redis ms/req", lambda r: fmt(r.get("services_cpu_ms_per_req"), 3)),
+            (
+                "full stack ×up",
+                lambda r: _times(
+                    r["cpu_ms_per_req"] + (r.get("services_cpu_ms_per_req") or 0), up_base(r)
+                ),
+            ),
+        ]
+        out += [
+            "### Gateway CPU as multiples of the yardstick",
+            "",
+            "×up: ÷ the fake upstream's CPU per JSON 1k request at C=1 (C=1 cells) or C=16 "
+            "(the others); ×loop: ÷ the fixed loop's CPU (so 0.030× is 3 % of one loop).",
+            "",
+            *table(cols, gw),
+        ]
     if by["events"]:
         out += [
             "### CPU per streamed event",
@@ -186,7 +272,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             "Back to back, the gateway reads many events per system call (best case); 1 ms "
             "apart, each event is read, parsed and written on its own, as with a real provider.",
             "",
-            *table(EVENTS, by["events"]),
+            *table(_event_columns(yard), by["events"]),
         ]
     if by["open"]:
         ups = {r.get("shape", "burst"): r for r in by["open"] if r["target"] == "upstream"}
@@ -199,7 +285,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             "open at once; TTFT of those started while ≥ 90 % of that level was open, CPU over "
             "all of them.",
             "",
-            *table(_open_columns(ups), by["open"]),
+            *table(_open_columns(ups, yard), by["open"]),
         ]
     out += _memory(rows)
     out += _errors(rows, notes)

@@ -2,15 +2,21 @@
 
     python -m bench.run [--quick] [--db sqlite|postgres] [--server uvicorn|granian]
                         [--targets upstream,gateway] [--out bench/results/NAME]
+                        [--peers litellm,portkey [--rounds N]] [--update-readme]
 
 Phases (each bounded in requests and seconds):
+0. the yardstick, always first (bench/yardstick.py): a fixed CPU loop and the fake upstream's
+   CPU per request and per event, on the server core; every gateway CPU figure is also printed
+   as a multiple of it;
 1. upstream alone: `/v1/messages` of the fake upstream, every (stream, concurrency, prompt) cell;
 2. gateway: the same cells through `/v1/messages`, `/openai/v1/chat/completions` and
    `/openai/v1/responses` (store: false);
 3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
    streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
    100k-token requests;
-4. the prompt-cache benchmark (`python -m bench.cache`, its own gateways and simulators), after
+4. with --peers: EZAT and each peer in interleaved rounds (bench/compare.py, bench/peers.py);
+   phase `scale` (full runs): 1 against 2 workers at the same p99, and granian with 2;
+5. the prompt-cache benchmark (`python -m bench.cache`, its own gateways and simulators), after
    the others, into the same directory.
 Writes `report.md` and `results.json` (and `cache.md`, `cache.json`) to --out and prints the
 markdown.
@@ -23,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -35,11 +39,11 @@ from typing import Any
 
 import orjson
 
-from bench import loadgen, report
+from bench import compare, loadgen, perf_readme, report, run_options, yardstick
 from bench.fake_upstream import raise_nofile_limit
 from bench.procs import UPSTREAM_KEY, BenchError, Meter, Procs, http, memory_kb, pin
+from bench.run_options import QUIET_CPUS, parse_args
 
-QUIET_CPUS = 0.3  # other processes' load (in CPUs) below which a cell counts as undisturbed
 APIS = {
     "messages": "/v1/messages",
     "openai": "/openai/v1/chat/completions",
@@ -135,6 +139,9 @@ class Runner:
         self.server_cpu = 0 if args.pin else None
         self.side_cpu = 1 if args.pin else None
         self.up_port = 0
+        self.yard: dict[str, Any] = {}
+        self.gw_env: dict[str, str] | None = None  # the run's gateway database + Redis, set up once
+        self.gw_key = ""
 
     def log(self, msg: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -230,8 +237,16 @@ class Runner:
                     self.log(report.one_line(row))
 
     async def event_cost(
-        self, target_name: str, api: str, target: loadgen.Target, pid: int, *, paced: bool
-    ) -> None:
+        self,
+        target_name: str,
+        api: str,
+        target: loadgen.Target,
+        pid: int,
+        *,
+        paced: bool,
+        conc: int = 16,
+        section: str = "events",
+    ) -> dict[str, Any]:
         """CPU of one streamed event = Δ CPU per stream between a short and a long stream.
 
         Unpaced, the upstream writes a stream's events back to back and the gateway reads many
@@ -243,18 +258,19 @@ class Runner:
         self.configure_upstream(event_delay=pace)
         try:
             short_row = await self.cell(
-                target, pid, stream=True, conc=16, prompt=1000, max_tokens=64
+                target, pid, stream=True, conc=conc, prompt=1000, max_tokens=64
             )
             long_row = await self.cell(
-                target, pid, stream=True, conc=16, prompt=1000, max_tokens=long
+                target, pid, stream=True, conc=conc, prompt=1000, max_tokens=long
             )
         finally:
             self.configure_upstream(event_delay=0.0)
         delta = long_row["cpu_ms_per_req"] - short_row["cpu_ms_per_req"]
         row = {
-            "section": "events",
+            "section": section,
             "target": target_name,
             "api": api,
+            "conc": conc,
             "paced_ms": pace * 1000,
             "cpu_ms_short": short_row["cpu_ms_per_req"],
             "cpu_ms_long": long_row["cpu_ms_per_req"],
@@ -263,12 +279,16 @@ class Runner:
             "us_per_event": round(delta * 1000 / (long - 64), 3),
             "errors": short_row["errors"] + long_row["errors"],
             "first_error": short_row["first_error"] or long_row["first_error"],
+            "services_ms_short": short_row["services_cpu_ms_per_req"],
+            "services_ms_long": long_row["services_cpu_ms_per_req"],
         }
-        self.rows.append(row)
+        if section == "events":
+            self.rows.append(row)
         self.log(
             f"events {target_name}/{api} {'paced' if paced else 'unpaced'}: "
             f"{row['us_per_event']} µs per streamed event"
         )
+        return row
 
     async def open_streams(
         self, target_name: str, api: str, target: loadgen.Target, pid: int
@@ -427,6 +447,7 @@ class Runner:
         )
         env = self.procs.gateway_env(args.db, redis)
         key = await asyncio.to_thread(self.procs.setup_gateway, env, self.up_port)
+        self.gw_env, self.gw_key = env, key
         port, pid = await asyncio.to_thread(
             self.procs.start_gateway, env, args.server, self.server_cpu
         )
@@ -464,8 +485,10 @@ class Runner:
             await self.open_streams("gateway", api, targets[api], pid)
             await self.sustained_streams("gateway", api, targets[api], pid)
         self.rows.append({"section": "rss", "target": "gateway", "when": "end", **memory_kb(pid)})
-        if self.procs.children[-1].poll() is not None:
+        gateway = next(p for p in self.procs.children if p.pid == pid)
+        if gateway.poll() is not None:
             self.notes.append(f"gateway exited early:\n{self.procs.log_tail('gateway')}")
+        self.procs.stop(gateway)  # the peers and scale phases start their own
 
     async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
         """One request per API and mode; an API that answers errors is reported and skipped."""
@@ -500,35 +523,6 @@ def run_cache_bench(args: argparse.Namespace) -> bool:
     return done.returncode == 0
 
 
-def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
-    cpu = "?"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).parent,
-    ).stdout.strip()
-    redis = args.redis if args.redis is not None else args.db == "postgres"
-    return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit,
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "server": args.server,
-        "db": args.db,
-        "redis": redis,
-        "quick": args.quick,
-        "pinned": args.pin,
-    }
-
-
 async def run(args: argparse.Namespace) -> int:
     plan = Plan.make(args.quick, args.memory_requests)
     procs = Procs(keep_tmp=args.keep_tmp)
@@ -536,11 +530,13 @@ async def run(args: argparse.Namespace) -> int:
     if args.pin:
         pin(os.getpid(), runner.side_cpu)
     status = 0
+    meta = run_options.machine_notes(args)  # the commit and time the run started with
     try:
         # A bounded lifetime even if this process is killed before it can stop the upstream.
         runner.up_port = procs.start_upstream(
             events=plan.long_stream, cpu=runner.side_cpu, max_seconds=args.max_minutes * 60
         )
+        await yardstick.measure(runner)
         if "upstream" in args.targets:
             runner.log("upstream alone")
             await runner.run_upstream()
@@ -550,7 +546,23 @@ async def run(args: argparse.Namespace) -> int:
             except BenchError as exc:
                 runner.notes.append(str(exc))
                 runner.log(str(exc))
-            if not any(r["section"] == "matrix" and r["target"] == "gateway" for r in runner.rows):
+            if "matrix" in args.phases and not any(
+                r["section"] == "matrix" and r["target"] == "gateway" for r in runner.rows
+            ):
+                status = 2
+        if args.peers:
+            try:
+                await compare.peers(runner)
+            except BenchError as exc:
+                runner.notes.append(f"peers: {exc}")
+                runner.log(str(exc))
+                status = 2
+        if "scale" in args.phases:
+            try:
+                await compare.scale(runner)
+            except BenchError as exc:
+                runner.notes.append(f"scale: {exc}")
+                runner.log(str(exc))
                 status = 2
     finally:
         procs.close()
@@ -559,82 +571,28 @@ async def run(args: argparse.Namespace) -> int:
         if not run_cache_bench(args):
             runner.notes.append("the prompt-cache benchmark failed: see its output above")
             status = status or 2
-    meta = machine_notes(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     markdown = report.render(meta, plan, runner.rows, runner.notes)
+    markdown += compare.render(meta, runner.rows)
     (out / "report.md").write_text(markdown)
     payload = {"meta": meta, "plan": plan.__dict__, "rows": runner.rows, "notes": runner.notes}
     (out / "results.json").write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
     print(markdown)
     runner.log(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+    if args.update_readme:
+        perf_readme.update_readme(out)
+        runner.log("rewrote README.md's performance block")
     if any(r.get("errors") for r in runner.rows):
         runner.log("some cells had errors: see the Errors section")
     return status
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="EZAT Router benchmark matrix")
-    parser.add_argument("--quick", action="store_true", help="smoke run (< 60 s), for CI")
-    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument(
-        "--redis",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="use Redis db 13 (default: with --db postgres)",
-    )
-    parser.add_argument("--server", choices=("uvicorn", "granian", "daphne"), default="uvicorn")
-    parser.add_argument(
-        "--targets", default="upstream,gateway", help="comma list of upstream, gateway"
-    )
-    parser.add_argument("--out", default=None, help="directory (default bench/results/<stamp>)")
-    parser.add_argument(
-        "--pin",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="server on CPU 0, load + upstream on CPU 1 (default: if 2+ CPUs)",
-    )
-    parser.add_argument(
-        "--phases",
-        default="matrix,events,memory,open,cache",
-        help="comma list of matrix, events, memory, open, cache (default: all)",
-    )
-    parser.add_argument(
-        "--memory-requests",
-        type=int,
-        default=None,
-        metavar="N",
-        help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
-    )
-    parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
-    parser.add_argument("--max-minutes", type=float, default=45.0, help="hard cap on the run")
-    parser.add_argument(
-        "--quiet-wait",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help=f"before each cell wait up to S s for other load < {QUIET_CPUS} CPU",
-    )
-    parser.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs, db)")
-    args = parser.parse_args(argv)
-    args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    if bad := set(args.targets) - {"upstream", "gateway"}:
-        parser.error(f"unknown targets: {', '.join(sorted(bad))}")
-    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
-    if bad := args.phases - {"matrix", "events", "memory", "open", "cache"}:
-        parser.error(f"unknown phases: {', '.join(sorted(bad))}")
-    if args.pin is None:
-        args.pin = len(os.sched_getaffinity(0)) >= 2
-    if args.out is None:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        args.out = str(
-            Path(__file__).parent / "results" / f"{stamp}{'-quick' if args.quick else ''}"
-        )
-    return args
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.readme_from:
+        perf_readme.update_readme(Path(args.readme_from))
+        return
     raise_nofile_limit()
     loadgen.install_fast_loop()
     try:

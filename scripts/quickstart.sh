@@ -138,8 +138,8 @@ Stop with Ctrl-C (the simulator stops with it).
 MSG
 
 # Not exec'd: this shell stays to run the trap. uvicorn runs in the background so the shell
-# can take signals while it waits.
-.venv/bin/uvicorn ezat.asgi:application --host 127.0.0.1 --port "$PORT" \
-    --loop uvloop --http httptools --no-access-log &
+# can take signals while it waits. ezat.serve execs uvicorn in the same process: one worker on
+# the embedded default, one per core when REDIS_URL is set (EZAT_WORKERS overrides).
+$PY -m ezat.serve --host 127.0.0.1 --port "$PORT" &
 CHILDREN+=($!)
 wait "${CHILDREN[-1]}"

@@ -153,6 +153,12 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
     assert shapes == {"burst", "sustained"}
     assert "| sustained: 50 new/s" in markdown
     assert "### CPU per streamed event" in markdown
+    # The yardstick comes first in every run, with every figure filled in.
+    yard = [r for r in results["rows"] if r["section"] == "yardstick"]
+    assert len(yard) == 1
+    for key in ("loop_ms", "upstream_ms_per_req", "upstream_us_per_event_paced"):
+        assert isinstance(yard[0][key], float), key
+    assert "### Yardstick (measured first, on the server core)" in markdown
 
 
 @pytest.mark.e2e
@@ -164,6 +170,7 @@ def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     events = {r["api"] for r in results["rows"] if r["section"] == "events"}
     assert {"openai", "responses"} <= events
     assert "### Gateway vs the upstream alone (same run)" in markdown
+    assert "### Gateway CPU as multiples of the yardstick" in markdown
     assert any(r["section"] == "memory" for r in results["rows"])
     assert any(r["section"] == "open" and r["target"] == "gateway" for r in results["rows"])
     failed = [r for r in results["rows"] if r.get("errors")]

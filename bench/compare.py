@@ -1,0 +1,327 @@
+"""Two phases of `bench.run` that put EZAT beside something else in the same run:
+
+- `peers(runner)` (`--peers litellm,portkey`): EZAT's `/openai/v1/chat/completions` and each peer's
+  chat completions, all in front of the run's fake upstream, measured in rounds. Each round runs
+  every contender's cells back to back, in an order that rotates from round to round, so a drift
+  in the machine's load lands on all of them; each figure is the median over rounds, and the
+  report gives EZAT ÷ peer. Every gateway is pinned to the server core (only the one under load
+  is busy); the load generator and the upstream share the other.
+- `scale(runner)` (phase `scale`): one gateway with 1 worker and one with 2 (same database and
+  Redis), interleaved at each concurrency of a sweep; throughput of each at the same p99 bound.
+  Nothing is pinned: the 2-worker gateway needs both cores, and the load generator, the upstream,
+  PostgreSQL and Redis share them, as on a real 2-core host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from bench import loadgen
+from bench import peers as peer_mod
+from bench.procs import BenchError
+from bench.yardstick import event_base, times
+
+if TYPE_CHECKING:
+    from bench.run import Runner
+
+Row = dict[str, Any]
+# (label, stream, concurrency): the request cells of each round; events are measured after them.
+PEER_CELLS = (("json C=1", False, 1), ("json C=16", False, 16), ("stream C=1", True, 1))
+EVENT_CONC = 4  # long streams through a slow peer (~2 ms per event) must finish within --timeout
+SCALE_CONC = (1, 4, 16, 32, 64)
+SCALE_CONC_QUICK = (1, 8)
+SCALE_SERVERS = (("uvicorn", 1), ("uvicorn", 2), ("granian", 2))
+
+
+async def _gateway_targets(
+    runner: Runner, workers: int, name: str, cpu: int | None, server: str | None = None
+) -> tuple[loadgen.Target, int]:
+    """Another EZAT gateway on the run's database and Redis (set up once per run)."""
+    args, procs = runner.args, runner.procs
+    if runner.gw_env is None:
+        redis = args.redis if args.redis is not None else args.db == "postgres"
+        runner.gw_env = procs.gateway_env(args.db, redis)
+        runner.gw_key = await asyncio.to_thread(procs.setup_gateway, runner.gw_env, runner.up_port)
+    port, pid = await asyncio.to_thread(
+        procs.start_gateway, runner.gw_env, server or args.server, cpu, workers, name
+    )
+    target = loadgen.Target(
+        "127.0.0.1", port, "/openai/v1/chat/completions", "openai", runner.gw_key
+    )
+    return target, pid
+
+
+async def _start_peer(runner: Runner, name: str) -> tuple[loadgen.Target, int]:
+    procs, up = runner.procs, runner.up_port
+    if name == "litellm":
+        port, pid, key = await asyncio.to_thread(
+            peer_mod.start_litellm, procs, up, runner.server_cpu
+        )
+        return loadgen.Target("127.0.0.1", port, "/v1/chat/completions", "openai", key), pid
+    port, pid, key = await asyncio.to_thread(peer_mod.start_portkey, procs, up, runner.server_cpu)
+    headers = "".join(f"{k}: {v}\r\n" for k, v in peer_mod.portkey_headers(up))
+    target = loadgen.Target("127.0.0.1", port, "/v1/chat/completions", "openai", key, headers)
+    return target, pid
+
+
+async def _smoke(runner: Runner, name: str, target: loadgen.Target) -> None:
+    for stream in (False, True):
+        res = await loadgen.run_closed(
+            target, stream=stream, concurrency=1, requests=1, duration=60, timeout=60
+        )
+        if res.errors:
+            raise BenchError(f"{name} stream={stream} failed: {res.first_error[:800]}")
+
+
+async def peers(runner: Runner) -> None:
+    names = runner.args.peers
+    contenders: dict[str, tuple[loadgen.Target, int]] = {}
+    runner.log("peers: starting EZAT (/openai/v1/chat/completions)")
+    contenders["ezat"] = await _gateway_targets(runner, 1, "ezat-peers", runner.server_cpu)
+    for name in names:
+        runner.log(f"peers: installing (first use only) and starting {name}")
+        contenders[name] = await _start_peer(runner, name)
+    for name, (target, _) in contenders.items():
+        await _smoke(runner, name, target)
+    order = list(contenders)
+    for rnd in range(runner.args.rounds):
+        shift = rnd % len(order)
+        for name in order[shift:] + order[:shift]:
+            target, pid = contenders[name]
+            await _one_round(runner, name, target, pid, rnd)
+
+
+async def _one_round(runner: Runner, name: str, target: loadgen.Target, pid: int, rnd: int) -> None:
+    for label, stream, conc in PEER_CELLS:
+        row = await runner.cell(target, pid, stream=stream, conc=conc, prompt=1000)
+        row.update(section="peers", target=name, figure=label, round=rnd)
+        runner.rows.append(row)
+        runner.log(f"round {rnd + 1} {name} {label}: {_short(row)}")
+    for paced in (False, True):
+        ev = await runner.event_cost(
+            name, "openai", target, pid, paced=paced, conc=EVENT_CONC, section="peer-events"
+        )
+        ev.update(figure="events 1 ms apart" if paced else "events back to back", round=rnd)
+        runner.rows.append(ev)
+
+
+def _short(row: Row) -> str:
+    return (
+        f"{row['rps']:.0f} req/s, p50 {row['p50_ms']} ms, CPU {row['cpu_ms_per_req']} ms/req, "
+        f"db+redis {row['services_cpu_ms_per_req']} ms/req, errors {row['errors']}"
+    )
+
+
+async def scale(runner: Runner) -> None:
+    """Throughput with 1 and 2 workers at the same p99, interleaved concurrency by concurrency."""
+    quick = runner.args.quick
+    args = runner.args
+    if not (args.redis if args.redis is not None else args.db == "postgres"):
+        runner.notes.append(
+            "scale: skipped: several workers need Redis (the embedded default keeps its limits "
+            "in the process); run with --db postgres"
+        )
+        return
+    gateways = {}
+    # uvicorn with 1 and 2 workers, and granian with 2 (which server the image should run).
+    for server, workers in SCALE_SERVERS:
+        runner.log(f"scale: starting EZAT on {server} with {workers} worker(s), unpinned")
+        gateways[(server, workers)] = await _gateway_targets(
+            runner, workers, f"scale-{server}-{workers}", None, server
+        )
+    for (server, workers), (target, _) in gateways.items():
+        await _smoke(runner, f"{server} {workers} worker(s)", target)
+    for conc in SCALE_CONC_QUICK if quick else SCALE_CONC:
+        for (server, workers), (target, pid) in gateways.items():
+            row = await runner.cell(target, pid, stream=False, conc=conc, prompt=1000)
+            row.update(
+                section="scale", target=f"{server}-{workers}w", server=server, workers=workers,
+                conc=conc,
+            )  # fmt: skip
+            runner.rows.append(row)
+            runner.log(f"scale {server} {workers} worker(s) C={conc}: {_short(row)}")
+
+
+# --- report ---------------------------------------------------------------------------------------
+def _median(rows: list[Row], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return round(statistics.median(vals), 3) if vals else None
+
+
+def peer_table(rows: list[Row]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """{figure: {contender: {metric: median over rounds}}}"""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for r in rows:
+        if r["section"] not in ("peers", "peer-events"):
+            continue
+        out.setdefault(r["figure"], {}).setdefault(r["target"], {})
+    for figure, per in out.items():
+        for name in per:
+            mine = [r for r in rows if r.get("figure") == figure and r["target"] == name]
+            if mine[0]["section"] == "peers":
+                per[name] = {
+                    k: _median(mine, k)
+                    for k in (
+                        "cpu_ms_per_req",
+                        "services_cpu_ms_per_req",
+                        "p50_ms",
+                        "p99_ms",
+                        "ttft_p50_ms",
+                        "rps",
+                    )
+                }
+                per[name]["errors"] = sum(r["errors"] for r in mine)
+                per[name]["rounds"] = len(mine)
+            else:
+                per[name] = {
+                    "us_per_event": _median(mine, "us_per_event"),
+                    "paced_ms": mine[0]["paced_ms"],
+                    "errors": sum(r["errors"] for r in mine),
+                    "rounds": len(mine),
+                }
+    return out
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    return (
+        f"{v:,.0f}"
+        if abs(v) >= 1000
+        else f"{v:.{digits}g}"
+        if abs(v) < 0.01
+        else f"{v:.{digits}f}".rstrip("0").rstrip(".")
+    )
+
+
+def _x(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}×"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if not a or not b else f"{a / b:.2f}"
+
+
+def render_peers(meta: dict[str, Any], rows: list[Row], yard: Row) -> list[str]:
+    table = peer_table(rows)
+    if not table:
+        return []
+    names = [n for n in ("litellm", "portkey") if any(n in per for per in table.values())]
+    head = ["figure", "EZAT", "×yardstick", *[n for n in names], *[f"EZAT ÷ {n}" for n in names]]
+    out = [
+        "### EZAT beside its peers (same run, same fake upstream, interleaved rounds)",
+        "",
+        f"Medians over {meta.get('rounds', '?')} rounds; in each round every contender ran every "
+        "cell in turn, the order rotating from round to round. All speak OpenAI Chat Completions "
+        "(EZAT: `/openai/v1/chat/completions`) to the fake upstream through their Anthropic "
+        "provider, 1k-token prompt, 64 output tokens; each gateway pinned to the server core, "
+        "the load generator and the upstream on the other. *CPU* is the gateway's process tree; "
+        "*full stack* adds EZAT's PostgreSQL backends and Redis server (the peers run with no "
+        "database: no auth store, limits or billing). Below 1.00 in the last columns EZAT "
+        "costs less. ×yardstick: EZAT's figure ÷ the fake upstream's own (CPU per request or "
+        "per event) measured at the start of this run.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    up_req = yard.get("upstream_ms_per_req")
+    up_req16 = yard.get("upstream_ms_per_req_c16")
+
+    def line(label: str, ez: float | None, base: float | None, key: str, figure: str) -> str:
+        vals = [table[figure].get(n, {}).get(key) for n in names]
+        cells = [label, _f(ez), _x(times(ez, base))]
+        cells += [_f(v) for v in vals] + [_ratio(ez, v) for v in vals]
+        return "| " + " | ".join(cells) + " |"
+
+    for figure, per in table.items():
+        ez = per.get("ezat", {})
+        if "us_per_event" in ez:
+            base = event_base(yard, ez.get("paced_ms") or 0)
+            label = f"CPU µs per event, {figure}"
+            out.append(line(label, ez["us_per_event"], base, "us_per_event", figure))
+            continue
+        base = up_req16 if "C=16" in figure else up_req
+        label = f"CPU ms/request, {figure}"
+        out.append(line(label, ez.get("cpu_ms_per_req"), base, "cpu_ms_per_req", figure))
+        full = (ez.get("cpu_ms_per_req") or 0) + (ez.get("services_cpu_ms_per_req") or 0)
+        vals = [table[figure].get(n, {}).get("cpu_ms_per_req") for n in names]
+        cells = [f"full stack CPU ms/request, {figure}", _f(full), _x(times(full, base))]
+        cells += [_f(v) for v in vals] + [_ratio(full, v) for v in vals]
+        out.append("| " + " | ".join(cells) + " |")
+        key = "ttft_p50_ms" if "stream" in figure else "p50_ms"
+        what = "TTFT p50 ms" if "stream" in figure else "p50 ms"
+        out.append(line(f"{what}, {figure}", ez.get(key), None, key, figure))
+    errs = {
+        n: sum(per.get(n, {}).get("errors", 0) for per in table.values()) for n in ["ezat", *names]
+    }
+    out += ["", f"Errors over all rounds: {', '.join(f'{n} {e}' for n, e in errs.items())}.", ""]
+    out += ["Peers:", "", *[f"- {line}" for line in peer_mod.describe(names)], ""]
+    return out
+
+
+def render_scale(rows: list[Row]) -> list[str]:
+    scale = [r for r in rows if r["section"] == "scale"]
+    if not scale:
+        return []
+    one = {r["conc"]: r for r in scale if r["workers"] == 1 and r.get("server") == "uvicorn"}
+    two = {r["conc"]: r for r in scale if r["workers"] == 2 and r.get("server") == "uvicorn"}
+    gran = {r["conc"]: r for r in scale if r["workers"] == 2 and r.get("server") == "granian"}
+    # The p99 bound: what one worker reaches at its highest throughput (its saturation point).
+    best1 = max(one.values(), key=lambda r: r["rps"])
+    bound = best1["p99_ms"]
+    within = [r for r in two.values() if r["p99_ms"] is not None and r["p99_ms"] <= bound]
+    best2 = max(within, key=lambda r: r["rps"]) if within else None
+    out = [
+        "### Workers: 1 against 2 (same run, interleaved, nothing pinned)",
+        "",
+        "`/openai/v1/chat/completions` JSON, 1k-token prompt, closed loop; both gateways on the "
+        "same database and Redis, measured alternately at each concurrency. *harness + upstream* "
+        "is the CPU the load generator and the fake upstream took per request: on a 2-core "
+        "machine they share the cores with the second worker.",
+        "",
+        "| C | 1 worker req/s | p99 ms | CPU ms/req | 2 workers req/s | p99 ms | CPU ms/req | "
+        "2 ÷ 1 | harness + upstream ms/req (2w) | db+redis ms/req (2w) | granian 2w req/s | "
+        "p99 ms | CPU ms/req |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for conc in sorted(one):
+        a, b = one[conc], two.get(conc)
+        if b is None:
+            continue
+        side = (b.get("harness_cpu_ms_per_req") or 0) + (b.get("upstream_cpu_ms_per_req") or 0)
+        out.append(
+            f"| {conc} | {a['rps']:,.0f} | {_f(a['p99_ms'], 2)} | {a['cpu_ms_per_req']} | "
+            f"{b['rps']:,.0f} | {_f(b['p99_ms'], 2)} | {b['cpu_ms_per_req']} | "
+            f"{b['rps'] / a['rps']:.2f}× | {side:.3f} | {b['services_cpu_ms_per_req']} | "
+            + (
+                f"{g['rps']:,.0f} | {_f(g['p99_ms'], 2)} | {g['cpu_ms_per_req']} |"
+                if (g := gran.get(conc))
+                else "– | – | – |"
+            )
+        )
+    out.append("")
+    if best2:
+        out.append(
+            f"At the same p99 bound ({bound} ms: one worker's p99 at its highest throughput, "
+            f"C={best1['conc']}): 1 worker {best1['rps']:,.0f} req/s, 2 workers "
+            f"{best2['rps']:,.0f} req/s (C={best2['conc']}, p99 {best2['p99_ms']} ms): "
+            f"**{best2['rps'] / best1['rps']:.2f}×**."
+        )
+    else:
+        out.append(f"No 2-worker cell stayed within one worker's p99 bound ({bound} ms).")
+    if gran:
+        cpu_u = _median(list(two.values()), "cpu_ms_per_req")
+        cpu_g = _median(list(gran.values()), "cpu_ms_per_req")
+        out.append(
+            f"\nWith 2 workers, median gateway CPU per request over the sweep: uvicorn {cpu_u} ms, "
+            f"granian {cpu_g} ms (granian ÷ uvicorn {_ratio(cpu_g, cpu_u)})."
+        )
+    return [*out, ""]
+
+
+def render(meta: dict[str, Any], rows: list[Row]) -> str:
+    yard = next((r for r in rows if r["section"] == "yardstick"), {})
+    out = render_peers(meta, rows, yard) + render_scale(rows)
+    return ("\n" + "\n".join(out)) if out else ""

@@ -1,0 +1,132 @@
+"""Command-line options of `python -m bench.run` (see its docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+QUIET_CPUS = 0.3  # other processes' load (in CPUs) below which a cell counts as undisturbed
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="EZAT Router benchmark matrix")
+    parser.add_argument("--quick", action="store_true", help="smoke run (< 60 s), for CI")
+    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--redis",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="use Redis db 13 (default: with --db postgres)",
+    )
+    parser.add_argument("--server", choices=("uvicorn", "granian", "daphne"), default="uvicorn")
+    parser.add_argument(
+        "--targets", default="upstream,gateway", help="comma list of upstream, gateway"
+    )
+    parser.add_argument("--out", default=None, help="directory (default bench/results/<stamp>)")
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="server on CPU 0, load + upstream on CPU 1 (default: if 2+ CPUs)",
+    )
+    parser.add_argument(
+        "--phases",
+        default=None,
+        help="comma list of matrix, events, memory, open, cache, scale "
+        "(default: all; quick: all but scale)",
+    )
+    parser.add_argument(
+        "--memory-requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
+    )
+    parser.add_argument(
+        "--peers",
+        default="",
+        help="comma list of litellm, portkey: installed into bench/.peers/ on first use, measured "
+        "in rounds interleaved with EZAT against the same fake upstream",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds of the peers comparison (3; quick 1)"
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
+    parser.add_argument("--max-minutes", type=float, default=45.0, help="hard cap on the run")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help=f"before each cell wait up to S s for other load < {QUIET_CPUS} CPU",
+    )
+    parser.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs, db)")
+    parser.add_argument(
+        "--update-readme",
+        action="store_true",
+        help="after the run, rewrite README.md's performance block from its results",
+    )
+    parser.add_argument(
+        "--readme-from",
+        default=None,
+        metavar="DIR",
+        help="only rewrite README.md's performance block from DIR/results.json, then exit",
+    )
+    args = parser.parse_args(argv)
+    args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if bad := set(args.targets) - {"upstream", "gateway"}:
+        parser.error(f"unknown targets: {', '.join(sorted(bad))}")
+    if args.phases is None:  # the workers' scaling is left out of the CI smoke
+        args.phases = "matrix,events,memory,open,cache" + ("" if args.quick else ",scale")
+    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if bad := args.phases - {"matrix", "events", "memory", "open", "cache", "scale"}:
+        parser.error(f"unknown phases: {', '.join(sorted(bad))}")
+    args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if bad := set(args.peers) - {"litellm", "portkey"}:
+        parser.error(f"unknown peers: {', '.join(sorted(bad))}")
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    if args.pin is None:
+        args.pin = len(os.sched_getaffinity(0)) >= 2
+    if args.out is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        args.out = str(
+            Path(__file__).parent / "results" / f"{stamp}{'-quick' if args.quick else ''}"
+        )
+    return args
+
+
+def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).parent,
+    ).stdout.strip()
+    redis = args.redis if args.redis is not None else args.db == "postgres"
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit,
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "server": args.server,
+        "db": args.db,
+        "redis": redis,
+        "quick": args.quick,
+        "pinned": args.pin,
+        "peers": args.peers,
+        "rounds": args.rounds,
+    }

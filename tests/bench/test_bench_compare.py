@@ -1,0 +1,131 @@
+"""The yardstick, the peers' comparison and the workers' table in a benchmark report, and the
+README's performance block: rendered from given rows, so every multiple and ratio is checked
+exactly (no timings are measured here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import orjson
+
+from bench import compare, peers, perf_readme, report
+
+REPO = Path(__file__).resolve().parents[2]
+YARD = {
+    "section": "yardstick",
+    "loop_ms": 40.0,
+    "loop_ms_median": 42.0,
+    "loop_iterations": 200_000,
+    "upstream_ms_per_req": 0.1,
+    "upstream_ms_per_req_c16": 0.05,
+    "upstream_us_per_event": 0.1,
+    "upstream_us_per_event_paced": 10.0,
+}
+META = {
+    "date": "2026-12-01 22:00 UTC",
+    "commit": "abc1234",
+    "cpu": "Test CPU",
+    "cpus": 2,
+    "kernel": "6",
+    "python": "3.11",
+    "server": "uvicorn",
+    "db": "postgres",
+    "redis": True,
+    "quick": False,
+    "pinned": True,
+    "rounds": 2,
+}
+
+
+def _cell(target: str, figure: str, rnd: int, cpu: float, services: float = 0.0) -> dict:
+    return {
+        "section": "peers", "target": target, "figure": figure, "round": rnd,
+        "cpu_ms_per_req": cpu, "services_cpu_ms_per_req": services, "p50_ms": 1.0,
+        "p99_ms": 2.0, "ttft_p50_ms": 0.5 if "stream" in figure else None, "rps": 100.0,
+        "errors": 0,
+    }  # fmt: skip
+
+
+def _event(target: str, paced: bool, rnd: int, us: float) -> dict:
+    figure = "events 1 ms apart" if paced else "events back to back"
+    return {
+        "section": "peer-events", "target": target, "figure": figure, "round": rnd,
+        "paced_ms": 1.0 if paced else 0.0, "us_per_event": us, "errors": 0,
+    }  # fmt: skip
+
+
+def _rows() -> list[dict]:
+    rows: list[dict] = [YARD]
+    for rnd in (0, 1):
+        # EZAT 2.0 ms (+1.0 db/redis); Portkey 4.0; LiteLLM 20 (medians over the two rounds).
+        rows += [
+            _cell("ezat", "json C=1", rnd, 2.0 + rnd * 0.2, 1.0),
+            _cell("portkey", "json C=1", rnd, 4.0 + rnd * 0.4),
+            _cell("litellm", "json C=1", rnd, 20.0 + rnd * 2),
+            _event("ezat", True, rnd, 30.0),
+            _event("portkey", True, rnd, 60.0),
+            _event("litellm", True, rnd, 1500.0),
+        ]
+    for server, workers, rps, p99 in (("uvicorn", 1, 1000.0, 20.0), ("uvicorn", 2, 1500.0, 19.0),
+                                      ("granian", 2, 1400.0, 21.0)):  # fmt: skip
+        rows.append({
+            "section": "scale", "target": f"{server}-{workers}w", "server": server,
+            "workers": workers, "conc": 16, "rps": rps, "p99_ms": p99, "cpu_ms_per_req": 1.0,
+            "harness_cpu_ms_per_req": 0.1, "upstream_cpu_ms_per_req": 0.05,
+            "services_cpu_ms_per_req": 0.3,
+        })  # fmt: skip
+    return rows
+
+
+def test_peer_table_is_medians_over_rounds() -> None:
+    table = compare.peer_table(_rows())
+    assert table["json C=1"]["ezat"]["cpu_ms_per_req"] == 2.1
+    assert table["json C=1"]["portkey"]["cpu_ms_per_req"] == 4.2
+    assert table["json C=1"]["ezat"]["rounds"] == 2
+    assert table["events 1 ms apart"]["litellm"]["us_per_event"] == 1500.0
+
+
+def test_report_states_ratios_to_peers_and_multiples_of_the_yardstick() -> None:
+    md = compare.render({**META, "peers": ["litellm", "portkey"]}, _rows())
+    # CPU per request: 2.1 ms = 21× the upstream's 0.1 ms; ÷ LiteLLM 21 = 0.10, ÷ Portkey 4.2 = 0.50
+    assert "| CPU ms/request, json C=1 | 2.1 | 21× | 21 | 4.2 | 0.10 | 0.50 |" in md
+    # Full stack adds the database and Redis: 3.1 ms.
+    assert "| full stack CPU ms/request, json C=1 | 3.1 | 31× | 21 | 4.2 | 0.15 | 0.74 |" in md
+    assert "| CPU µs per event, events 1 ms apart | 30 | 3× | 1,500 | 60 | 0.02 | 0.50 |" in md
+    assert "@hono/node-server" in md and peers.HONO_NODE_SERVER in md
+    # Workers: 2 workers within one worker's p99 (20 ms): 1,500 ÷ 1,000.
+    assert "**1.50×**" in md
+    assert "granian ÷ uvicorn 1.00" in md
+
+
+def test_report_has_the_yardstick_and_gateway_multiples() -> None:
+    plan = SimpleNamespace(requests=10, seconds=1.0, sustained_seconds=6.0, open_streams=10)
+    gw = {
+        "section": "matrix", "target": "gateway", "api": "messages", "stream": False,
+        "conc": 1, "prompt": 1000, "requests": 10, "errors": 0, "rps": 10.0, "p50_ms": 1.0,
+        "p99_ms": 2.0, "ttft_p50_ms": None, "ttft_p99_ms": None, "cpu_ms_per_req": 0.8,
+        "services_cpu_ms_per_req": 0.2, "other_cpus": 0.0,
+    }  # fmt: skip
+    md = report.render(META, plan, [YARD, gw], [])
+    assert "### Yardstick (measured first, on the server core)" in md
+    assert "| fixed CPU loop (best / median of 5) | 40.00 / 42.00 ms |" in md
+    # 0.8 ms = 8× the upstream's C=1 request, 0.02× the 40 ms loop; full stack 1.0 ms = 10×.
+    assert "| messages | json | 1 | 1k | 0.800 | 8.0× | 0.020× | 0.200 | 10.0× |" in md
+
+
+def test_readme_block_from_rows_states_multiples_ratios_and_targets() -> None:
+    block = perf_readme.readme_block({"meta": META, "rows": _rows()}, "bench/results/x")
+    assert block.startswith(perf_readme.START) and block.endswith(perf_readme.END)
+    assert "| gateway CPU per request, JSON, C=1 | 21.0× the bare upstream's request | " in block
+    # Full stack 3.1 ms against Portkey's 4.2: 0.74, above the 0.5 target.
+    assert "3.100 ms | 0.74 | 0.15 | ≤ 0.5× Portkey's gateway | ✗ |" in block
+    assert "| 1.50× | 1,000 → 1,500 req/s at p99 ≤ 20.00 ms | – | – | ≥ 1.7× | ✗ |" in block
+
+
+def test_readme_block_is_generated_from_the_committed_results() -> None:
+    source = perf_readme.readme_source()
+    assert source is not None, "README.md has no perf-bench block"
+    data = orjson.loads((REPO / source / "results.json").read_bytes())
+    assert perf_readme.readme_block(data, source) in (REPO / "README.md").read_text()
+    assert (REPO / source / "report.md").exists()
