@@ -13,6 +13,8 @@ from django.conf import settings
 
 from accounts.keycache import KeyInfo, KeyLookupUnavailable
 from accounts.keycache import cache as key_cache
+from billing.recorder import REFUSED_UNRECORDABLE
+from billing.recorder import writer as usage_writer
 from catalog.chains import is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 from catalog.snapshot import holder as catalog
@@ -24,6 +26,7 @@ from gateway.errors import (
     database_unavailable,
     openai_body,
     openai_status,
+    usage_unrecordable,
 )
 from gateway.exchange import HIGH_EFFORTS, Exchange
 from gateway.http import (
@@ -352,6 +355,11 @@ class RequestScope:
         self, exchange: Exchange, *, input_estimate: int, max_tokens: int, billable: bool = True
     ) -> None:
         self.exchange = exchange
+        if billable and not usage_writer.accepting():
+            # Neither the database nor the usage spool can take a record now (billing/spool.py):
+            # refused before any upstream work, so nothing is served that could not be billed.
+            REFUSED_UNRECORDABLE.inc()
+            raise usage_unrecordable()
         try:
             await exchange.admit(
                 input_estimate=input_estimate, max_tokens=max_tokens, billable=billable
