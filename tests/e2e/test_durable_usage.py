@@ -331,3 +331,125 @@ def test_gateway_sigkilled_with_open_streams_bills_delivered_output_once_estimat
             doomed.stop()
         if restarted is not None:
             restarted.stop()
+
+
+# --- (c) a gateway killed a moment after a stream's first token --------------------------------
+class FirstTokenReader(threading.Thread):
+    """One anthropic-SDK stream: message_start's usage, the text delivered, when the first token
+    arrived; read until the connection dies."""
+
+    def __init__(self, url: str, secret: str, text: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.secret, self.text = url, secret, text
+        self.request_id = f"dur-first-{uuid.uuid4().hex}"
+        self.usage: dict[str, int] = {}
+        self.chars = 0
+        self.first_token_at: float | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        client = anthropic.Anthropic(base_url=self.url, api_key=self.secret, max_retries=0)
+        try:
+            with client.messages.stream(
+                model=MODEL,
+                max_tokens=1000,
+                messages=[{"role": "user", "content": self.text}],
+                extra_headers={"x-request-id": self.request_id},
+            ) as stream:
+                for event in stream:
+                    if event.type == "message_start":
+                        u = event.message.usage
+                        self.usage = {
+                            "input": u.input_tokens,
+                            "cache_read": u.cache_read_input_tokens or 0,
+                            "cache_write": u.cache_creation_input_tokens or 0,
+                        }
+                    elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        self.chars += len(event.delta.text)
+                        if self.first_token_at is None:
+                            self.first_token_at = time.monotonic()
+        except Exception as exc:
+            self.error = exc
+
+
+def _checkpoint_writes(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("ezat_checkpoint_writes_total "):
+            return float(line.split()[1])
+    raise AssertionError("ezat_checkpoint_writes_total is missing from /metrics")
+
+
+def test_gateway_sigkilled_right_after_a_first_token_bills_it(stack: Stack, tmp_path: Path) -> None:
+    """Before the first periodic checkpoint (EZAT_CHECKPOINT_INTERVAL, 60 s here so it cannot
+    happen), the stream's entry is already durable: written right after its first token."""
+    from django.db import connection
+
+    redis_url = e2e_redis_url()
+    checkpoint_dir = Path(os.environ["EZAT_CHECKPOINT_DIR"])
+    env = {
+        **_durable_env(tmp_path),
+        "EZAT_CHECKPOINT_DIR": str(checkpoint_dir),
+        "EZAT_CHECKPOINT_INTERVAL": "60",
+    }
+    with stack.blocker.unblock():
+        db_url = database_url(connection.settings_dict)
+    key = stack.new_key()
+    text = f"long answer first-token-kill-{uuid.uuid4().hex}"
+    # message_start, ping, content_block_start and the first delta; then silence.
+    stack.sim.script({"match": text, "pause_after_events": 4, "pause": 60})
+    doomed = start_gateway(db_url, redis_url, tmp_path, extra_env=env)
+    restarted = None
+    reader = FirstTokenReader(doomed.url, key.secret, text)
+    try:
+        reader.start()
+        wait_for(lambda: reader.first_token_at is not None, 60, "the first token", interval=0.01)
+        wait_for(
+            lambda: any(
+                c["request_id"] == reader.request_id
+                for c in _checkpoints(redis_url, checkpoint_dir)
+            ),
+            10,
+            "the first-token checkpoint",
+            interval=0.01,
+        )
+        assert reader.first_token_at is not None
+        writes = _checkpoint_writes(doomed.url)
+        killed_after = time.monotonic() - reader.first_token_at
+        os.kill(doomed.process.pid, signal.SIGKILL)
+        doomed.process.wait(30)
+        print(f"killed {killed_after:.3f} s after the first token; checkpoint writes {writes}")
+        assert writes == 1  # the first-token write alone: no periodic one had happened
+        reader.join(30)
+        assert reader.error is not None  # the stream was cut, unfinished
+        stack.sim.release()
+
+        restarted = start_gateway(
+            db_url, redis_url, tmp_path, extra_env={**env, "EZAT_CHECKPOINT_INTERVAL": "1"}
+        )
+        record = wait_for(
+            lambda: next(iter(stack.usage(org_id=key.org_id)), None),
+            60,
+            "the killed stream billed from its first-token checkpoint",
+        )
+        assert [r.request_id for r in stack.usage(org_id=key.org_id)] == [reader.request_id]
+        assert record.output_exact is False
+        assert record.attempts[-1]["outcome"] == "gateway_lost"
+        assert record.input_tokens == reader.usage["input"]
+        assert record.cache_read_tokens == reader.usage["cache_read"]
+        assert (
+            record.cache_write_5m_tokens + record.cache_write_1h_tokens
+            == (reader.usage["cache_write"])
+        )
+        # The first delta's text, 4 characters a token (at least message_start's placeholder 1).
+        assert reader.chars > 0
+        assert record.output_tokens == max(1, math.ceil(reader.chars / 4))
+        assert record.cost_nano == expected_cost_nano(record) > 0
+        print(f"billed {record.cost_nano} nano-USD for {record.output_tokens} output tokens")
+    finally:
+        stack.sim.clear_script()
+        stack.sim.release()
+        if doomed.process.poll() is None:
+            doomed.stop()
+        if restarted is not None:
+            restarted.stop()
