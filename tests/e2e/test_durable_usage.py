@@ -453,3 +453,112 @@ def test_gateway_sigkilled_right_after_a_first_token_bills_it(stack: Stack, tmp_
             doomed.stop()
         if restarted is not None:
             restarted.stop()
+
+
+# --- (d) the spool cannot write either (disk full, unwritable) during a database outage ----------
+def test_an_unwritable_spool_during_an_outage_holds_the_bill_and_refuses_new_work_with_503(
+    tmp_path: Path,
+) -> None:
+    """PostgreSQL is stopped while a stream is in flight, and the spool's directory cannot be
+    created (its parent is a file). The stream still ends normally (no 500): its record is held
+    in memory. New requests get 503 before any upstream call. When the disk is back the held
+    record goes to the spool, requests are served again, and after the outage every answered
+    request is billed exactly once."""
+    pg = PrivatePostgres()
+    sim = SimulatorThread(api_key="sk-sim-a").start()
+    gateway = None
+    try:
+        manage(pg.url, "migrate", "--noinput")
+        seeded = seed(pg.url, sim.url, keys=1)
+        org_id, (secret,) = seeded["org_id"], seeded["keys"]
+        blocked = tmp_path / "blocked"
+        blocked.write_bytes(b"a file where the spool's directory should be")
+        env = {
+            **_durable_env(tmp_path),
+            "EZAT_USAGE_SPOOL_DIR": str(blocked / "spool"),
+            "CELERY_TASK_ALWAYS_EAGER": "true",
+            "EZAT_KEY_CACHE_TTL": "120",
+        }
+        gateway = start_gateway(pg.url, "", tmp_path, extra_env=env)
+        client = anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0)
+        user = [{"role": "user", "content": "warm up"}]
+        client.messages.create(model=MODEL, max_tokens=8, messages=user)  # the key is cached
+
+        marker = f"long answer held-{uuid.uuid4().hex}"
+        sim.script({"match": marker, "pause_after_events": 4, "pause": 60})
+        done: dict[str, Any] = {}
+
+        def read_stream() -> None:
+            try:
+                with client.messages.stream(
+                    model=MODEL,
+                    max_tokens=1000,
+                    messages=[{"role": "user", "content": marker}],
+                    extra_headers={"x-request-id": f"held-{marker[-32:]}"},
+                ) as stream:
+                    done["text"] = "".join(stream.text_stream)
+            except Exception as exc:
+                done["error"] = exc
+
+        reader = threading.Thread(target=read_stream, daemon=True)
+        reader.start()
+        wait_for(lambda: sim.requests() and any(
+            marker in str(r["body"]) for r in sim.requests()
+        ), 60, "the stream in flight")  # fmt: skip
+        pg.stop()
+        sim.release()  # the stream runs to its end while neither store can take its record
+        reader.join(60)
+        assert "error" not in done, done.get("error")
+        assert done["text"].startswith("Simulated long reply")
+
+        # No upstream work is started for a request whose bill could not be kept.
+        upstream_before = len(sim.requests())
+        refused = httpx.post(
+            gateway.url + "/v1/messages",
+            headers={"x-api-key": secret, "anthropic-version": "2023-06-01"},
+            json={"model": MODEL, "max_tokens": 8, "messages": user},
+            timeout=30,
+        )
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["x-should-retry"] == "true"
+        assert "cannot record usage" in refused.json()["error"]["message"]
+        with pytest.raises(openai.APIStatusError) as raised:
+            openai.OpenAI(
+                base_url=gateway.url + "/openai/v1", api_key=secret, max_retries=0
+            ).chat.completions.create(model=MODEL, max_tokens=8, messages=user)  # type: ignore[arg-type]
+        assert raised.value.status_code == 503
+        assert len(sim.requests()) == upstream_before
+        metrics = httpx.get(gateway.url + "/metrics", timeout=10).text
+        assert "ezat_usage_held_in_memory 1.0" in metrics
+
+        # The disk is back (the database is not): the retry loop spools the held record and
+        # requests are served again, their records spooled too.
+        blocked.unlink()
+
+        def served() -> str | None:
+            response = httpx.post(
+                gateway.url + "/v1/messages",
+                headers={"x-api-key": secret, "anthropic-version": "2023-06-01"},
+                json={"model": MODEL, "max_tokens": 8, "messages": user},
+                timeout=30,
+            )
+            return response.headers["x-request-id"] if response.status_code == 200 else None
+
+        after_id = wait_for(served, 60, "requests served once the spool can write", interval=0.5)
+
+        pg.start()
+        wanted = {f"held-{marker[-32:]}", after_id}
+
+        def replayed() -> list[dict[str, Any]] | None:
+            found = usage_rows(pg.dsn(), org_id)
+            return found if wanted <= {base_id(r["request_id"]) for r in found} else None
+
+        rows = wait_for(replayed, 120, "the held and the spooled records in the database")
+        counts = [base_id(r["request_id"]) for r in rows]
+        assert all(counts.count(rid) == 1 for rid in wanted), counts  # exactly once
+        print(f"held then spooled then replayed: {sorted(wanted)}; rows {len(rows)}")
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        sim.stop()
+        pg.destroy()
