@@ -177,6 +177,7 @@ class Exchange(ChainWalk):
         self.tokens: TokenCounts | None = None  # as recorded (billed)
         self.admitted_ms: int | None = None
         self.output_exact = True
+        self._tracker: UsageTracker | None = None  # a committed stream's usage so far
 
     # --- the two shapes of a Messages call, over deployments with failover ------------------
     async def call(self, body_for: Callable[[Route], bytes], beta: str | None) -> dict[str, Any]:
@@ -448,7 +449,20 @@ class Exchange(ChainWalk):
         """The stream is committed: its output is checkpointed (off the event path, at most once
         a second) until it is recorded or settled, so a crash of this process cannot make it
         free (gateway/checkpoints.py, gateway/durability.py)."""
+        self._tracker = tracker
         checkpoints.open(self, tracker)
+
+    async def end_cancelled(self) -> None:
+        """The server cancelled the request (a disconnect under servers that cancel, or a
+        shutdown): a committed stream that was not recorded yet is billed for what it produced,
+        as a disconnect is; then the hold is settled. Before the commit point nothing is billed."""
+        tracker = self._tracker
+        if tracker is not None and not self._settled and self.tokens is None:
+            try:
+                await self.record(tracker, status="client_disconnected")
+            except Exception:  # noqa: BLE001 - counted and logged by record(); settled there
+                logger.warning("a cancelled stream's usage was not recorded")
+        await self.settle()
 
     # --- the end ----------------------------------------------------------------------------------
     async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
@@ -529,7 +543,7 @@ class Exchange(ChainWalk):
         `message_start` and the output of the last `message_delta`, or, when none came,
         estimated from the output delivered (UsageTracker.tokens, the same estimate as a
         disconnect's and a checkpoint's; `output_exact` false)."""
-        if tracker is not None and not self._settled:
+        if tracker is not None and not self._settled and self.tokens is None:
             try:
                 await self.record(tracker, status=STREAM_FAILED)
             except Exception:  # noqa: BLE001 - counted and logged by record(); the error still goes out

@@ -398,9 +398,10 @@ async def guarded(
         )
         return status
     except asyncio.CancelledError:
-        # The server cancelled the request: the client went away before it was answered.
+        # The server cancelled the request: the client went away (or the server is stopping).
+        # A committed stream pays for what it produced, as with any disconnect.
         if scope.exchange is not None:
-            await asyncio.shield(scope.exchange.settle())
+            await asyncio.shield(scope.exchange.end_cancelled())
         gone = GatewayError(499, "the client disconnected before the answer", type_="client_gone")
         outcome.finish(
             request, http_status=499, exchange=scope.exchange, error=gone, started=started
