@@ -20,8 +20,10 @@ Where the snapshot goes:
   with a TTL of EZAT_CHECKPOINT_STALE_SECONDS, renewed by every write. Every gateway node sees
   every other node's checkpoints; a process whose heartbeat expired is dead.
 - Files otherwise (the embedded default): `ckpt-<process>.json`, replaced atomically (written,
-  fsynced, renamed), beside a `ckpt-<process>.lock` the process holds an exclusive flock on for
-  its life. A lock that can be taken means its process is gone.
+  fsynced, renamed), plus `ckpt-<process>.new`, the entries of streams opened since (appended
+  and fsynced, one JSON line each; removed by the next snapshot), beside a
+  `ckpt-<process>.lock` the process holds an exclusive flock on for its life. A lock that can
+  be taken means its process is gone.
 
 The sweeper (gateway/durability.py) bills a dead process's checkpoints as estimated usage.
 """
@@ -214,7 +216,6 @@ class FileStore:
         self.process = _process_id()
         self._dir = directory
         self._lock_fd: int | None = None
-        self._entries: dict[str, bytes] = {}  # what the file holds
 
     def _path(self, process: str, ext: str) -> Path:
         return self._dir / f"ckpt-{process}.{ext}"
@@ -231,6 +232,7 @@ class FileStore:
         path = self._path(self.process, "json")
         if not entries:
             path.unlink(missing_ok=True)
+            self._path(self.process, "new").unlink(missing_ok=True)
             return
         tmp = self._path(self.process, "tmp")
         data = b"[" + b",".join(entries.values()) + b"]"
@@ -241,15 +243,30 @@ class FileStore:
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        # The snapshot has every open stream: the entries added since the last one are in it.
+        self._path(self.process, "new").unlink(missing_ok=True)
+
+    def _add(self, entries: dict[str, bytes]) -> None:
+        """New streams' entries appended (one JSON line each) to `ckpt-<process>.new` and
+        fsynced: O(new entries), not a rewrite of every open stream's."""
+        self._hold_lock()
+        data = b"\n".join(entries.values()) + b"\n"
+        fd = os.open(
+            self._path(self.process, "new"),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+            0o600,
+        )
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     async def write(self, entries: dict[str, bytes]) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._write, entries)
-        self._entries = dict(entries)
 
     async def add(self, entries: dict[str, bytes]) -> None:
-        merged = {**self._entries, **entries}
-        await asyncio.get_running_loop().run_in_executor(None, self._write, merged)
-        self._entries = merged
+        await asyncio.get_running_loop().run_in_executor(None, self._add, entries)
 
     def _dead(self) -> list[tuple[str, list[dict[str, Any]]]]:
         found: list[tuple[str, list[dict[str, Any]]]] = []
@@ -279,20 +296,41 @@ class FileStore:
                 logger.error("unreadable checkpoint file kept", extra={"file": path.name})
                 CHECKPOINT_FAILURES.inc()
                 continue
-            found.append((process, entries))
+            found.append((process, entries + self._added(process, entries)))
         return found
+
+    def _added(self, process: str, snapshot: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The entries a dead process added after its last snapshot (a torn last line, from a
+        crash mid-append, is skipped: its stream's first token had just gone out)."""
+        try:
+            lines = self._path(process, "new").read_bytes().split(b"\n")
+        except FileNotFoundError:
+            return []
+        known = {entry.get("limits_id") for entry in snapshot}
+        added: dict[str, dict[str, Any]] = {}
+        for line in lines:
+            if not line:
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("limits_id") not in known:
+                added[entry.get("limits_id")] = entry  # a later line of a stream wins
+        return list(added.values())
 
     async def dead(self) -> list[tuple[str, list[dict[str, Any]]]]:
         return await asyncio.get_running_loop().run_in_executor(None, self._dead)
 
     async def forget(self, process: str) -> None:
-        for ext in ("json", "tmp", "lock"):
+        for ext in ("json", "new", "tmp", "lock"):
             self._path(process, ext).unlink(missing_ok=True)
 
     async def close(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             self._path(self.process, "json").unlink(missing_ok=True)
+            self._path(self.process, "new").unlink(missing_ok=True)
             self._path(self.process, "lock").unlink(missing_ok=True)
             os.close(fd)
 

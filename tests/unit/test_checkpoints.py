@@ -224,3 +224,40 @@ def test_a_stream_is_checkpointed_right_after_its_first_token_not_at_the_interva
         await checkpoints.aclose()
 
     asyncio.run(scenario())
+
+
+def test_file_entries_added_after_the_last_snapshot_are_swept_with_it(tmp_path: Path) -> None:
+    live, sweeper = FileStore(tmp_path), FileStore(tmp_path)
+    old, new = entry("req-old"), entry("req-new")
+
+    async def scenario() -> list[tuple[str, list[dict[str, object]]]]:
+        await live.write({"req-old~abc": orjson.dumps(old)})
+        # A stream's first checkpoint: appended (O(new entries)), not a rewrite of every entry.
+        await live.add({"req-new~abc": orjson.dumps(new)})
+        await live.add(
+            {"req-new~abc": orjson.dumps({**new, "tokens": {**new["tokens"], "output": 41}})}
+        )  # type: ignore[dict-item]
+        assert await sweeper.dead() == []  # alive
+        os.close(live._lock_fd)  # type: ignore[arg-type]  # the process dies (lock released)
+        return await sweeper.dead()
+
+    [(process, entries)] = asyncio.run(scenario())
+    assert process == live.process
+    by_id = {e["request_id"]: e for e in entries}
+    assert set(by_id) == {"req-old", "req-new"}
+    assert by_id["req-new"]["tokens"]["output"] == 41  # the later line of a stream wins
+    asyncio.run(sweeper.forget(process))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_snapshot_replaces_the_added_entries(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+
+    async def scenario() -> None:
+        await store.add({"req-1~abc": orjson.dumps(entry("req-1"))})
+        assert (tmp_path / f"ckpt-{store.process}.new").exists()
+        await store.write({"req-2~abc": orjson.dumps(entry("req-2"))})
+        assert not (tmp_path / f"ckpt-{store.process}.new").exists()
+        await store.close()
+
+    asyncio.run(scenario())
