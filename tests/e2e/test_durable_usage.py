@@ -190,6 +190,16 @@ def _checkpoints(redis_url: str, directory: Path) -> list[dict[str, Any]]:
             found.extend(orjson.loads(path.read_bytes()))
         except (FileNotFoundError, orjson.JSONDecodeError):
             continue  # replaced under us: read again on the next poll
+    for path in directory.glob("ckpt-*.new"):  # first-token entries since the last snapshot
+        try:
+            lines = path.read_bytes().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            try:
+                found.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue  # a line being appended: read again on the next poll
     return found
 
 
