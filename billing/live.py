@@ -42,6 +42,10 @@ def format_cost_usd(cost_nano: int) -> str:
     return money.usd_from_nano(cost_nano, money.COST_PLACES)
 
 
+# The HTTP status a usage record's status implies (a row built from the record alone).
+_HTTP_OF_USAGE_STATUS = {"client_disconnected": 499, "stream_failed": 502}
+
+
 def build_row(
     *,
     request_id: str,
@@ -90,7 +94,7 @@ def build_row(
         "attempts": attempts,
         "http_status": http_status
         if http_status is not None
-        else (499 if status == "client_disconnected" else 200),
+        else _HTTP_OF_USAGE_STATUS.get(status, 200),
         "error_type": error_type,
         "error_message": error_message,
         "count": count,

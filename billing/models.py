@@ -49,6 +49,9 @@ class UsageRecord(models.Model):
     class Status(models.TextChoices):
         OK = "ok", "Completed"
         CLIENT_DISCONNECTED = "client_disconnected", "Client disconnected"
+        # The upstream failed after the first token (an error event, a reset, a broken frame, a
+        # timeout): the output produced until then is billed, the client got an error.
+        STREAM_FAILED = "stream_failed", "Stream failed (partial)"
 
     request_id = models.CharField(max_length=160, unique=True)
     org = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="usage_records")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from billing.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
 
@@ -35,6 +35,20 @@ logger = logging.getLogger(__name__)
 DUPLICATE_REQUEST_IDS = Counter(
     "ezat_usage_duplicate_request_ids_total",
     "Caller-supplied request ids reused; the record was stored under a suffixed id.",
+)
+
+
+HELD_RECORDS = Gauge(
+    "ezat_usage_held_in_memory",
+    "Usage records neither the database nor the spool took, kept in memory until one does",
+)
+HELD_TOTAL = Counter(
+    "ezat_usage_records_held_total",
+    "Usage records that had to be kept in memory (database and spool both failed)",
+)
+REFUSED_UNRECORDABLE = Counter(
+    "ezat_usage_unrecordable_refusals_total",
+    "Requests answered 503 before any upstream work because usage could not be recorded",
 )
 
 
@@ -235,6 +249,10 @@ class UsageWriter:
         self._log_pending: list[dict[str, Any]] = []
         self._log_collapser: Any = None
         self._log_timer: asyncio.TimerHandle | None = None
+        # Records neither the database nor the spool took (the disk full or unwritable while
+        # the database is down): kept here, retried by the durability loop (retry_held), and
+        # while any are held no new billable request is admitted (accepting()).
+        self._held: list[dict[str, Any]] = []
 
     async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
         loop = asyncio.get_running_loop()
@@ -389,10 +407,54 @@ class UsageWriter:
             self._db_down_until = time.monotonic() + settings.EZAT_USAGE_SPOOL_BYPASS_SECONDS
         try:
             await spool.append(records)
-        except SpoolError as exc:
-            logger.exception("usage spool failed too", extra={"records": len(records)})
-            return exc
+        except SpoolError:
+            # The answers went out (or are about to): their bills must not be lost, and a 500
+            # after the upstream did the work would help nobody. Held in memory, retried.
+            logger.exception(
+                "usage spool failed too; records held in memory",
+                extra={"records": len(records), "held": repr(records)},
+            )
+            self._hold(records)
         return None
+
+    # --- records neither store took ---------------------------------------------------------------
+    def _hold(self, records: list[dict[str, Any]]) -> None:
+        self._held.extend(records)
+        HELD_TOTAL.inc(len(records))
+        HELD_RECORDS.set(len(self._held))
+
+    @property
+    def held(self) -> int:
+        """How many records are held in memory (neither the database nor the spool took them)."""
+        return len(self._held)
+
+    def accepting(self) -> bool:
+        """Whether a new billable request may start: not while records are held in memory,
+        that is while neither the database nor the spool can take a record. O(1), no I/O."""
+        return not self._held
+
+    async def retry_held(self) -> int:
+        """Hand the held records to the database, else to the spool; returns how many were
+        placed. Those neither takes stay held for the next round. Idempotent inserts: a record
+        whose first write committed unseen is not stored twice."""
+        from billing.spool import SpoolError, spool
+
+        records, self._held = self._held, []
+        if not records:
+            return 0
+        try:
+            await self._write_batch(records)
+        except Exception as db_error:  # noqa: BLE001 - logged; the spool is tried next
+            logger.warning("held usage records: database still failing (%r)", db_error)
+            try:
+                await spool.append(records)
+            except SpoolError:
+                self._held = records + self._held
+                HELD_RECORDS.set(len(self._held))
+                return 0
+        HELD_RECORDS.set(len(self._held))
+        logger.warning("held usage records placed", extra={"records": len(records)})
+        return len(records)
 
     async def drain_log(self) -> None:
         """Write every queued and held request-log row now (tests, shutdown)."""

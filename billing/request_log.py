@@ -153,8 +153,9 @@ def mirror_usage(record: Any, **overrides: Any) -> Any:
         "model_id": record.model_id,
         "requested_model": record.requested_model or record.model_id,
         "deployment": record.deployment,
-        "status": record.status,
-        "http_status": 499 if record.status == "client_disconnected" else 200,
+        # A stream that failed after its first token is billed but was an error to its caller.
+        "status": "error" if record.status == "stream_failed" else record.status,
+        "http_status": {"client_disconnected": 499, "stream_failed": 502}.get(record.status, 200),
         "input_tokens": record.input_tokens,
         "output_tokens": record.output_tokens,
         "cache_read_tokens": record.cache_read_tokens,

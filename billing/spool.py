@@ -28,6 +28,28 @@ The shape:
   its own x-request-id still gets its second request stored under a suffixed id.
 - A record the database refuses for a reason other than being unreachable (a bug, bad data) goes
   to `rejected-*.jsonl` beside the spool and is counted, instead of blocking the replay forever.
+
+When the spool itself cannot take a record (disk full, directory unwritable or gone, a file-size
+limit) while the database is down, the record is kept in the writer's memory
+(billing/recorder.py: `ezat_usage_held_in_memory`, retried into the database or the spool every
+EZAT_USAGE_SPOOL_RETRY_SECONDS), and while any record is held, new billable requests are refused
+with a 503 (`x-should-retry: true`) before any upstream work. Why both, and not one of them:
+
+- A 503 alone cannot cover the requests already in flight: the upstream has done their work and
+  the client may have received it by the time their record fails. Failing them (a 500) would
+  lose a bill that is owed and tell the client nothing useful; holding the record keeps the bill.
+- Holding alone would let memory (and the amount at risk if this process also dies) grow with
+  traffic for as long as both stores are down. Refusing new work before it starts bounds the
+  held records to the requests that were in flight when both stores failed, and nothing new is
+  served that could not be billed. Whether the spool "can accept" is known without any I/O on
+  the request path: it is exactly "records are being held".
+- A probe of the disk at admission would cost every request a system call and could still be
+  wrong a moment later; the held-records signal is free and is never wrong about the past.
+
+The one window left is a process that dies while holding records: those (at most the requests in
+flight when both stores failed) are lost, and are logged with their content at the failure.
+After a failed write the spool file is closed (a torn line may end it, skipped at replay) and the
+next write opens a new one, so a torn tail never merges with a later complete line.
 """
 
 from __future__ import annotations
@@ -158,6 +180,8 @@ class UsageSpool:
             except OSError as exc:
                 logger.exception("usage spool write failed", extra={"records": len(batch)})
                 error = SpoolError(f"usage spool write failed: {exc}")
+                # A partial write may have left a torn line: later records go to a new file.
+                self.close()
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(error)

@@ -306,6 +306,10 @@ EZAT_USAGE_SPOOL_BYPASS_SECONDS = env.float("EZAT_USAGE_SPOOL_BYPASS_SECONDS", d
 EZAT_CHECKPOINT_INTERVAL = env.float("EZAT_CHECKPOINT_INTERVAL", default=1.0)
 EZAT_CHECKPOINT_DIR = env.str("EZAT_CHECKPOINT_DIR", default=str(BASE_DIR / "var" / "checkpoints"))
 EZAT_CHECKPOINT_STALE_SECONDS = env.float("EZAT_CHECKPOINT_STALE_SECONDS", default=10.0)
+# A stream's first checkpoint is written this soon after its first token (new streams of that
+# window share one write), not at the next interval: a process killed a moment after a stream's
+# first token still leaves its bill behind.
+EZAT_CHECKPOINT_FIRST_WRITE_DELAY = env.float("EZAT_CHECKPOINT_FIRST_WRITE_DELAY", default=0.05)
 # Garbage collector of a serving process: objects alive at startup (Django, the apps, the catalog)
 # are frozen out of collections, and the youngest generation is collected every N allocations
 # instead of CPython's 700. 0 keeps CPython's defaults. See gateway/runtime.py.

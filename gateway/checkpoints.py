@@ -7,6 +7,12 @@ most once per EZAT_CHECKPOINT_INTERVAL (one write for all of them) with the requ
 key, price schedule, hold, capacity slot and the tokens delivered so far. The stream's end
 (recorded, failed, or settled however) drops it from the next snapshot.
 
+A new stream does not wait for the next interval: its entry is added within
+EZAT_CHECKPOINT_FIRST_WRITE_DELAY of its first token (one write for every stream that committed
+in that window, only their entries: a Redis HSET, or the file rewritten), so a process killed a
+moment after a first token still leaves that stream's bill behind. The request itself never
+waits for it: the registration is O(1) and the write is the background task's.
+
 Where the snapshot goes:
 
 - Redis, when the Redis limiter is used (REDIS_URL): one hash per process
@@ -14,8 +20,10 @@ Where the snapshot goes:
   with a TTL of EZAT_CHECKPOINT_STALE_SECONDS, renewed by every write. Every gateway node sees
   every other node's checkpoints; a process whose heartbeat expired is dead.
 - Files otherwise (the embedded default): `ckpt-<process>.json`, replaced atomically (written,
-  fsynced, renamed), beside a `ckpt-<process>.lock` the process holds an exclusive flock on for
-  its life. A lock that can be taken means its process is gone.
+  fsynced, renamed), plus `ckpt-<process>.new`, the entries of streams opened since (appended
+  and fsynced, one JSON line each; removed by the next snapshot), beside a
+  `ckpt-<process>.lock` the process holds an exclusive flock on for its life. A lock that can
+  be taken means its process is gone.
 
 The sweeper (gateway/durability.py) bills a dead process's checkpoints as estimated usage.
 """
@@ -120,7 +128,13 @@ def snapshot(exchange: Exchange, tracker: UsageTracker) -> dict[str, Any]:
 class CheckpointStore(Protocol):
     process: str
 
-    async def write(self, entries: dict[str, bytes]) -> None: ...
+    async def write(self, entries: dict[str, bytes]) -> None:
+        """Replace this process's checkpoints with `entries` (renews its heartbeat)."""
+        ...
+
+    async def add(self, entries: dict[str, bytes]) -> None:
+        """Add `entries` to this process's checkpoints (renews its heartbeat)."""
+        ...
 
     async def dead(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """Every dead process's checkpoints: (its id, its entries)."""
@@ -178,6 +192,15 @@ class RedisStore:
             found.append((process, [orjson.loads(v) for v in values]))
         return found
 
+    async def add(self, entries: dict[str, bytes]) -> None:
+        """Add (or replace) some entries, leaving the others; renews the heartbeat."""
+        ttl_ms = int(settings.EZAT_CHECKPOINT_STALE_SECONDS * 1000)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hset(self._hash(self.process), mapping=entries)  # type: ignore[arg-type]
+            pipe.set(self._alive(self.process), b"1", px=ttl_ms)
+            pipe.sadd(self._procs, self.process)
+            await pipe.execute()
+
     async def forget(self, process: str) -> None:
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.delete(self._hash(process))
@@ -193,7 +216,6 @@ class FileStore:
         self.process = _process_id()
         self._dir = directory
         self._lock_fd: int | None = None
-        self._written = False
 
     def _path(self, process: str, ext: str) -> Path:
         return self._dir / f"ckpt-{process}.{ext}"
@@ -210,6 +232,7 @@ class FileStore:
         path = self._path(self.process, "json")
         if not entries:
             path.unlink(missing_ok=True)
+            self._path(self.process, "new").unlink(missing_ok=True)
             return
         tmp = self._path(self.process, "tmp")
         data = b"[" + b",".join(entries.values()) + b"]"
@@ -220,9 +243,30 @@ class FileStore:
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        # The snapshot has every open stream: the entries added since the last one are in it.
+        self._path(self.process, "new").unlink(missing_ok=True)
+
+    def _add(self, entries: dict[str, bytes]) -> None:
+        """New streams' entries appended (one JSON line each) to `ckpt-<process>.new` and
+        fsynced: O(new entries), not a rewrite of every open stream's."""
+        self._hold_lock()
+        data = b"\n".join(entries.values()) + b"\n"
+        fd = os.open(
+            self._path(self.process, "new"),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+            0o600,
+        )
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     async def write(self, entries: dict[str, bytes]) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._write, entries)
+
+    async def add(self, entries: dict[str, bytes]) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._add, entries)
 
     def _dead(self) -> list[tuple[str, list[dict[str, Any]]]]:
         found: list[tuple[str, list[dict[str, Any]]]] = []
@@ -252,20 +296,41 @@ class FileStore:
                 logger.error("unreadable checkpoint file kept", extra={"file": path.name})
                 CHECKPOINT_FAILURES.inc()
                 continue
-            found.append((process, entries))
+            found.append((process, entries + self._added(process, entries)))
         return found
+
+    def _added(self, process: str, snapshot: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The entries a dead process added after its last snapshot (a torn last line, from a
+        crash mid-append, is skipped: its stream's first token had just gone out)."""
+        try:
+            lines = self._path(process, "new").read_bytes().split(b"\n")
+        except FileNotFoundError:
+            return []
+        known = {entry.get("limits_id") for entry in snapshot}
+        added: dict[str, dict[str, Any]] = {}
+        for line in lines:
+            if not line:
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("limits_id") not in known:
+                added[entry.get("limits_id")] = entry  # a later line of a stream wins
+        return list(added.values())
 
     async def dead(self) -> list[tuple[str, list[dict[str, Any]]]]:
         return await asyncio.get_running_loop().run_in_executor(None, self._dead)
 
     async def forget(self, process: str) -> None:
-        for ext in ("json", "tmp", "lock"):
+        for ext in ("json", "new", "tmp", "lock"):
             self._path(process, ext).unlink(missing_ok=True)
 
     async def close(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             self._path(self.process, "json").unlink(missing_ok=True)
+            self._path(self.process, "new").unlink(missing_ok=True)
             self._path(self.process, "lock").unlink(missing_ok=True)
             os.close(fd)
 
@@ -287,12 +352,15 @@ class Checkpoints:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_written: dict[str, bytes] = {}
+        # Streams opened since the last write, and the waiter the writer task sleeps on.
+        self._fresh: set[str] = set()
+        self._wake: asyncio.Future[None] | None = None
 
     def _bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             # A new event loop (tests run one per test): the old task and client died with theirs.
-            self._loop, self._task, self._store = loop, None, None
+            self._loop, self._task, self._store, self._wake = loop, None, None, None
         return loop
 
     @property
@@ -303,30 +371,73 @@ class Checkpoints:
         return self._store
 
     def open(self, exchange: Exchange, tracker: UsageTracker) -> None:
-        """The stream committed: from now on its output is checkpointed. O(1), no I/O."""
-        self._open[exchange.limits_id] = (exchange, tracker)
+        """The stream committed: from now on its output is checkpointed, the first time within
+        EZAT_CHECKPOINT_FIRST_WRITE_DELAY. O(1), no I/O: the writer task is woken (or started)."""
+        lid = exchange.limits_id
+        self._open[lid] = (exchange, tracker)
+        self._fresh.add(lid)
         loop = self._bind()
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
+        elif self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     def close(self, exchange: Exchange) -> None:
-        self._open.pop(exchange.limits_id, None)
+        lid = exchange.limits_id
+        self._open.pop(lid, None)
+        self._fresh.discard(lid)
 
     def __len__(self) -> int:
         return len(self._open)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         interval = settings.EZAT_CHECKPOINT_INTERVAL
+        delay = settings.EZAT_CHECKPOINT_FIRST_WRITE_DELAY
+        next_full = loop.time() + interval
         while True:
-            await asyncio.sleep(interval)
-            await self.flush()
+            if self._fresh:
+                # Streams that commit in this window share the write.
+                await asyncio.sleep(min(delay, max(0.0, next_full - loop.time())))
+            else:
+                self._wake = loop.create_future()
+                try:
+                    async with asyncio.timeout_at(next_full):
+                        await self._wake
+                except TimeoutError:
+                    pass  # the interval is up: a full write
+                finally:
+                    self._wake = None
+            if loop.time() >= next_full:
+                await self.flush()
+                next_full = loop.time() + interval
+            elif self._fresh:
+                await self.flush_fresh()
             if not self._open and not self._last_written:
                 self._task = None
                 return  # idle: restarted by the next stream
 
+    async def flush_fresh(self) -> None:
+        """Add the streams opened since the last write (their first checkpoint)."""
+        fresh, self._fresh = self._fresh, set()
+        entries = {
+            lid: orjson.dumps(snapshot(*self._open[lid])) for lid in fresh if lid in self._open
+        }
+        if not entries:
+            return
+        try:
+            await self.store.add(entries)
+        except (OSError, RedisError) as exc:  # counted; the next full write has them
+            CHECKPOINT_FAILURES.inc()
+            logger.warning("checkpoint write failed", extra={"error": repr(exc)})
+            return
+        CHECKPOINT_WRITES.inc()
+        self._last_written.update(entries)
+
     async def flush(self) -> None:
         """One write of every open stream's snapshot (which renews the heartbeat); nothing when
         there are none and the last write was empty."""
+        self._fresh.clear()
         entries = {
             lid: orjson.dumps(snapshot(exchange, tracker))
             for lid, (exchange, tracker) in list(self._open.items())

@@ -2,6 +2,8 @@
 
 It runs in every gateway process, at start and then every EZAT_USAGE_SPOOL_RETRY_SECONDS:
 
+0. Usage records held in memory because neither the database nor the spool took them
+   (billing/spool.py) are handed to the database, else the spool.
 1. This process's spool file, if a failure opened one, is closed (its lock released) so the
    replay can take it; the next failure opens a new one.
 2. Every spool file no live process holds (this one's, or a crashed process's on this host) is
@@ -35,7 +37,7 @@ from redis.exceptions import RedisError
 
 from billing import spool as spool_mod
 from billing.pricing import TokenCounts
-from billing.recorder import UsageData, record_usage
+from billing.recorder import UsageData, record_usage, writer
 from gateway import limits
 from gateway.checkpoints import checkpoints, schedule_from_json
 from gateway.metrics import SIDE_EFFECT_FAILURES
@@ -113,6 +115,9 @@ def _replay_spool() -> spool_mod.ReplayResult:
 async def run_once() -> tuple[spool_mod.ReplayResult | None, int]:
     """One round: rotate and replay the spool, then sweep checkpoints."""
     result: spool_mod.ReplayResult | None = None
+    if writer.held:
+        # Records neither store took (billing/spool.py): the database, else the spool, now.
+        await writer.retry_held()
     if spool_mod.spool.current is not None:
         await spool_mod.spool.rotate()
     try:

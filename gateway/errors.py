@@ -79,6 +79,18 @@ def database_unavailable(what: str) -> GatewayError:
     )
 
 
+def usage_unrecordable() -> GatewayError:
+    """Usage cannot be recorded (the database is down and the usage spool cannot write): a
+    request is refused before any upstream work rather than served unbilled."""
+    return GatewayError(
+        503,
+        "the gateway cannot record usage right now (its database and its usage spool are both "
+        "unavailable); the request was not started; retry shortly",
+        type_="api_error",
+        headers={"x-should-retry": "true", "retry-after": "1"},
+    )
+
+
 def invalid(message: str, param: str | None = None) -> GatewayError:
     return GatewayError(400, message, param=param)
 

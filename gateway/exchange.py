@@ -46,6 +46,7 @@ logger = logging.getLogger("gateway.exchange")
 
 __all__ = [
     "HIGH_EFFORTS",
+    "STREAM_FAILED",
     "STREAM_FAILURES",
     "AttemptFailed",
     "ClientGone",
@@ -69,6 +70,9 @@ class _DrainStopped(Exception):
 class ClientGone(Exception):
     """The client disconnected mid-stream (it still pays for what was produced)."""
 
+
+# The usage record's status of a stream that failed after its commit point (billing.models).
+STREAM_FAILED = "stream_failed"
 
 # What can end a stream after its commit point (nothing is retried then).
 STREAM_FAILURES = (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError)
@@ -173,6 +177,7 @@ class Exchange(ChainWalk):
         self.tokens: TokenCounts | None = None  # as recorded (billed)
         self.admitted_ms: int | None = None
         self.output_exact = True
+        self._tracker: UsageTracker | None = None  # a committed stream's usage so far
 
     # --- the two shapes of a Messages call, over deployments with failover ------------------
     async def call(self, body_for: Callable[[Route], bytes], beta: str | None) -> dict[str, Any]:
@@ -444,7 +449,20 @@ class Exchange(ChainWalk):
         """The stream is committed: its output is checkpointed (off the event path, at most once
         a second) until it is recorded or settled, so a crash of this process cannot make it
         free (gateway/checkpoints.py, gateway/durability.py)."""
+        self._tracker = tracker
         checkpoints.open(self, tracker)
+
+    async def end_cancelled(self) -> None:
+        """The server cancelled the request (a disconnect under servers that cancel, or a
+        shutdown): a committed stream that was not recorded yet is billed for what it produced,
+        as a disconnect is; then the hold is settled. Before the commit point nothing is billed."""
+        tracker = self._tracker
+        if tracker is not None and not self._settled and self.tokens is None:
+            try:
+                await self.record(tracker, status="client_disconnected")
+            except Exception:  # noqa: BLE001 - counted and logged by record(); settled there
+                logger.warning("a cancelled stream's usage was not recorded")
+        await self.settle()
 
     # --- the end ----------------------------------------------------------------------------------
     async def record(self, tracker: UsageTracker, *, status: str = "ok") -> int:
@@ -513,9 +531,25 @@ class Exchange(ChainWalk):
         *,
         client_gone: bool = False,
         err: GatewayError | None = None,
+        tracker: UsageTracker | None = None,
     ) -> None:
         """After the response opened, a failure is told in-stream (unless nobody listens any
-        more), the stream ends, and nothing is billed. `err`: the error told (request log)."""
+        more) and the stream ends. `err`: the error told (request log).
+
+        Before the commit point (`tracker` None) nothing was delivered and nothing is billed:
+        the failover was invisible. After it (`tracker` given: the stream's usage so far), the
+        usage produced so far is billed, before the client sees the error, with the status
+        `stream_failed` (billing.UsageRecord.Status): the input (and cache) tokens of
+        `message_start` and the output of the last `message_delta`, or, when none came,
+        estimated from the output delivered (UsageTracker.tokens, the same estimate as a
+        disconnect's and a checkpoint's; `output_exact` false)."""
+        if tracker is not None and not self._settled and self.tokens is None:
+            try:
+                await self.record(tracker, status=STREAM_FAILED)
+            except Exception:  # noqa: BLE001 - counted and logged by record(); the error still goes out
+                logger.warning("a failed stream's partial usage was not recorded")
+            else:
+                error = self.cost_comment() + error
         await self.settle()
         if not client_gone:
             await writer.write(error)

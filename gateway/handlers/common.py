@@ -13,6 +13,8 @@ from django.conf import settings
 
 from accounts.keycache import KeyInfo, KeyLookupUnavailable
 from accounts.keycache import cache as key_cache
+from billing.recorder import REFUSED_UNRECORDABLE
+from billing.recorder import writer as usage_writer
 from catalog.chains import is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
 from catalog.snapshot import holder as catalog
@@ -24,6 +26,7 @@ from gateway.errors import (
     database_unavailable,
     openai_body,
     openai_status,
+    usage_unrecordable,
 )
 from gateway.exchange import HIGH_EFFORTS, Exchange
 from gateway.http import (
@@ -352,6 +355,11 @@ class RequestScope:
         self, exchange: Exchange, *, input_estimate: int, max_tokens: int, billable: bool = True
     ) -> None:
         self.exchange = exchange
+        if billable and not usage_writer.accepting():
+            # Neither the database nor the usage spool can take a record now (billing/spool.py):
+            # refused before any upstream work, so nothing is served that could not be billed.
+            REFUSED_UNRECORDABLE.inc()
+            raise usage_unrecordable()
         try:
             await exchange.admit(
                 input_estimate=input_estimate, max_tokens=max_tokens, billable=billable
@@ -390,9 +398,10 @@ async def guarded(
         )
         return status
     except asyncio.CancelledError:
-        # The server cancelled the request: the client went away before it was answered.
+        # The server cancelled the request: the client went away (or the server is stopping).
+        # A committed stream pays for what it produced, as with any disconnect.
         if scope.exchange is not None:
-            await asyncio.shield(scope.exchange.settle())
+            await asyncio.shield(scope.exchange.end_cancelled())
         gone = GatewayError(499, "the client disconnected before the answer", type_="client_gone")
         outcome.finish(
             request, http_status=499, exchange=scope.exchange, error=gone, started=started

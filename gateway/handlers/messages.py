@@ -277,11 +277,12 @@ async def pump_anthropic(
                         exchange.log(200)
                         return 200
                     elif name == "error":
-                        await exchange.settle()  # a failed stream is not billed (nothing recorded)
-                        out.append(event.raw)
-                        await writer.write(b"".join(out))
-                        await writer.close()
-                        exchange.log(502, error_from_event(data))
+                        # The output so far is billed (before the client sees the error).
+                        if out:
+                            await writer.write(b"".join(out))
+                        await exchange.fail_stream(
+                            writer, event.raw, 502, err=error_from_event(data), tracker=tracker
+                        )
                         return 200
                     else:
                         out.append(event.raw)
@@ -290,10 +291,13 @@ async def pump_anthropic(
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
-        # After the commit point nothing can be retried: tell the client in-stream, bill nothing.
+        # After the commit point nothing can be retried: tell the client in-stream, bill the
+        # output produced so far.
         err = exchange.stream_failure(exc)
         payload = error_event("api_error", err.message, request.request_id)
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
+        await exchange.fail_stream(
+            writer, payload, 502, client_gone=request.disconnected, err=err, tracker=tracker
+        )
         return 200
     finally:
         opened.response.close()

@@ -415,7 +415,9 @@ async def _pump(
     except STREAM_FAILURES as exc:
         err = exchange.stream_failure(exc)
         payload = _failure(translator, err)
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
+        await exchange.fail_stream(
+            writer, payload, 502, client_gone=request.disconnected, err=err, tracker=tracker
+        )
         return 200
     finally:
         opened.response.close()

@@ -194,3 +194,126 @@ def test_the_writer_spools_a_batch_the_database_refused(
     result = spool.replay(tmp_path)  # the database is back: the retry loop's replay
     assert result.replayed == 20
     assert UsageRecord.objects.filter(org=org).count() == 20  # lost records: 0
+
+
+# --- the spool itself cannot write (disk full, unwritable) ------------------------------------------
+def test_records_neither_store_takes_are_held_in_memory_and_new_work_is_refused_until_placed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org = make_org()
+    blocked = tmp_path / "blocked"
+    blocked.write_bytes(b"a file where the spool's parent directory should be")
+    local = spool.UsageSpool(blocked / "spool")  # mkdir fails: NotADirectoryError
+    monkeypatch.setattr(spool, "spool", local)
+    writer = recorder.UsageWriter()
+
+    async def broken(batch: list[dict[str, Any]]) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(writer, "_write_batch", broken)
+    held_before = recorder.HELD_TOTAL._value.get()
+
+    async def scenario() -> None:
+        assert writer.accepting()
+        # Every request's record "succeeds" (no 500 after the upstream did the work): held.
+        await asyncio.gather(*(writer.write(fields(org.pk, f"req-h-{i}")) for i in range(5)))
+        assert (writer.held, writer.accepting()) == (5, False)
+        assert recorder.HELD_RECORDS._value.get() == 5
+        assert recorder.HELD_TOTAL._value.get() - held_before == 5
+        # Both stores still down: nothing placed, nothing lost.
+        assert await writer.retry_held() == 0
+        assert writer.held == 5
+        # The disk is back (the database is not): the spool takes them, new work is admitted.
+        blocked.unlink()
+        assert await writer.retry_held() == 5
+        assert (writer.held, writer.accepting()) == (0, True)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        writer.close()
+    path = local.close()
+    assert path is not None and not UsageRecord.objects.filter(org=org).exists()
+    assert spool.replay(blocked / "spool").replayed == 5
+    assert UsageRecord.objects.filter(org=org).count() == 5  # lost records: 0
+
+
+def test_held_records_go_straight_to_the_database_once_it_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org = make_org()
+    blocked = tmp_path / "blocked"
+    blocked.write_bytes(b"x")
+    monkeypatch.setattr(spool, "spool", spool.UsageSpool(blocked / "spool"))
+    writer = recorder.UsageWriter()
+    real = writer._write_batch
+
+    async def broken(batch: list[dict[str, Any]]) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    async def scenario() -> None:
+        monkeypatch.setattr(writer, "_write_batch", broken)
+        await writer.write(fields(org.pk, "req-db-back"))
+        assert writer.held == 1
+        monkeypatch.setattr(writer, "_write_batch", real)
+        assert await writer.retry_held() == 1
+        assert await writer.retry_held() == 0  # placed once: nothing left to place twice
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        writer.close()
+    assert list(UsageRecord.objects.filter(org=org).values_list("request_id", flat=True)) == [
+        "req-db-back"
+    ]
+
+
+def test_a_failed_spool_write_starts_a_new_file_so_a_torn_tail_never_swallows_a_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org = make_org()
+    local = spool.UsageSpool(tmp_path)
+    real_write = os.write
+    failures = [1]
+
+    def disk_full_once(fd: int, data: Any) -> int:
+        if failures:
+            failures.pop()
+            real_write(fd, bytes(data)[: len(data) // 2])  # half a line, then ENOSPC
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(spool.os, "write", disk_full_once)
+
+    async def scenario() -> None:
+        with pytest.raises(spool.SpoolError):
+            await local.append([fields(org.pk, "req-torn")])
+        await local.append([fields(org.pk, "req-after")])
+
+    asyncio.run(scenario())
+    local.close()
+    monkeypatch.undo()
+    assert len(list(tmp_path.glob(f"{spool.PREFIX}*{spool.SUFFIX}"))) == 2
+    result = spool.replay(tmp_path)
+    assert (result.replayed, result.torn) == (1, 1)
+    # The record written after the torn line is whole (it would have been read as part of the
+    # torn line, and lost, had it been appended to the same file).
+    assert list(UsageRecord.objects.filter(org=org).values_list("request_id", flat=True)) == [
+        "req-after"
+    ]
+
+
+def test_a_failed_streams_record_and_the_sweep_of_its_checkpoint_bill_it_once() -> None:
+    org = make_org()
+    started = timezone.now()
+    # The failure path recorded the partial stream...
+    partial = fields(
+        org.pk, "req-failed", status="stream_failed", output_exact=False, started_at=started
+    )
+    assert recorder.insert_idempotent(dict(partial)) is True
+    # ...and the process died before a checkpoint write dropped it: the sweeper's estimate of
+    # the same request (same id, org and start) is a no-op.
+    swept = fields(org.pk, "req-failed", output_exact=False, output_tokens=7, started_at=started)
+    assert recorder.insert_idempotent(swept) is False
+    [record] = UsageRecord.objects.filter(org=org)
+    assert (record.request_id, record.status) == ("req-failed", "stream_failed")

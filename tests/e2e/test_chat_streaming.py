@@ -276,10 +276,12 @@ def test_mid_stream_error_wire(e2e: Stack) -> None:
     assert any(c["choices"][0]["delta"].get("content") for c in choice_chunks(stream))
     assert all(c["choices"][0]["finish_reason"] is None for c in choice_chunks(stream))
     assert not any(c.get("choices") == [] for c in stream.chunks)
-    assert e2e.usage(org_id=key.org_id) == []
+    # The output delivered before the error is billed, marked as a failed stream.
+    (record,) = e2e.usage(org_id=key.org_id)
+    assert (record.status, record.output_exact) == ("stream_failed", False)
 
 
-def test_mid_stream_error_sdk_raises_api_error_and_is_not_billed(e2e: Stack) -> None:
+def test_mid_stream_error_sdk_raises_api_error_and_bills_the_output_so_far(e2e: Stack) -> None:
     key = e2e.new_key()
     e2e.sim.script({"error_after_events": 8})
     received: list[str] = []
@@ -291,7 +293,9 @@ def test_mid_stream_error_sdk_raises_api_error_and_is_not_billed(e2e: Stack) -> 
     assert not isinstance(raised.value, openai.APIStatusError)  # no status: the stream was 200
     assert raised.value.message == "Overloaded"
     assert "".join(received).startswith("Simulated")
-    assert e2e.usage(org_id=key.org_id) == []
+    (record,) = e2e.usage(org_id=key.org_id)
+    assert record.status == "stream_failed"
+    assert record.output_tokens == max(1, -(-len("".join(received)) // 4))
 
 
 def test_early_close_is_billed_with_estimated_output(e2e: Stack) -> None:

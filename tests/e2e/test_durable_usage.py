@@ -190,6 +190,16 @@ def _checkpoints(redis_url: str, directory: Path) -> list[dict[str, Any]]:
             found.extend(orjson.loads(path.read_bytes()))
         except (FileNotFoundError, orjson.JSONDecodeError):
             continue  # replaced under us: read again on the next poll
+    for path in directory.glob("ckpt-*.new"):  # first-token entries since the last snapshot
+        try:
+            lines = path.read_bytes().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            try:
+                found.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue  # a line being appended: read again on the next poll
     return found
 
 
@@ -331,3 +341,234 @@ def test_gateway_sigkilled_with_open_streams_bills_delivered_output_once_estimat
             doomed.stop()
         if restarted is not None:
             restarted.stop()
+
+
+# --- (c) a gateway killed a moment after a stream's first token --------------------------------
+class FirstTokenReader(threading.Thread):
+    """One anthropic-SDK stream: message_start's usage, the text delivered, when the first token
+    arrived; read until the connection dies."""
+
+    def __init__(self, url: str, secret: str, text: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.secret, self.text = url, secret, text
+        self.request_id = f"dur-first-{uuid.uuid4().hex}"
+        self.usage: dict[str, int] = {}
+        self.chars = 0
+        self.first_token_at: float | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        client = anthropic.Anthropic(base_url=self.url, api_key=self.secret, max_retries=0)
+        try:
+            with client.messages.stream(
+                model=MODEL,
+                max_tokens=1000,
+                messages=[{"role": "user", "content": self.text}],
+                extra_headers={"x-request-id": self.request_id},
+            ) as stream:
+                for event in stream:
+                    if event.type == "message_start":
+                        u = event.message.usage
+                        self.usage = {
+                            "input": u.input_tokens,
+                            "cache_read": u.cache_read_input_tokens or 0,
+                            "cache_write": u.cache_creation_input_tokens or 0,
+                        }
+                    elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        self.chars += len(event.delta.text)
+                        if self.first_token_at is None:
+                            self.first_token_at = time.monotonic()
+        except Exception as exc:
+            self.error = exc
+
+
+def _checkpoint_writes(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("ezat_checkpoint_writes_total "):
+            return float(line.split()[1])
+    raise AssertionError("ezat_checkpoint_writes_total is missing from /metrics")
+
+
+def test_gateway_sigkilled_right_after_a_first_token_bills_it(stack: Stack, tmp_path: Path) -> None:
+    """Before the first periodic checkpoint (EZAT_CHECKPOINT_INTERVAL, 60 s here so it cannot
+    happen), the stream's entry is already durable: written right after its first token."""
+    from django.db import connection
+
+    redis_url = e2e_redis_url()
+    checkpoint_dir = Path(os.environ["EZAT_CHECKPOINT_DIR"])
+    env = {
+        **_durable_env(tmp_path),
+        "EZAT_CHECKPOINT_DIR": str(checkpoint_dir),
+        "EZAT_CHECKPOINT_INTERVAL": "60",
+    }
+    with stack.blocker.unblock():
+        db_url = database_url(connection.settings_dict)
+    key = stack.new_key()
+    text = f"long answer first-token-kill-{uuid.uuid4().hex}"
+    # message_start, ping, content_block_start and the first delta; then silence.
+    stack.sim.script({"match": text, "pause_after_events": 4, "pause": 60})
+    doomed = start_gateway(db_url, redis_url, tmp_path, extra_env=env)
+    restarted = None
+    reader = FirstTokenReader(doomed.url, key.secret, text)
+    try:
+        reader.start()
+        wait_for(lambda: reader.first_token_at is not None, 60, "the first token", interval=0.01)
+        wait_for(
+            lambda: any(
+                c["request_id"] == reader.request_id
+                for c in _checkpoints(redis_url, checkpoint_dir)
+            ),
+            10,
+            "the first-token checkpoint",
+            interval=0.01,
+        )
+        assert reader.first_token_at is not None
+        writes = _checkpoint_writes(doomed.url)
+        killed_after = time.monotonic() - reader.first_token_at
+        os.kill(doomed.process.pid, signal.SIGKILL)
+        doomed.process.wait(30)
+        print(f"killed {killed_after:.3f} s after the first token; checkpoint writes {writes}")
+        assert writes == 1  # the first-token write alone: no periodic one had happened
+        reader.join(30)
+        assert reader.error is not None  # the stream was cut, unfinished
+        stack.sim.release()
+
+        restarted = start_gateway(
+            db_url, redis_url, tmp_path, extra_env={**env, "EZAT_CHECKPOINT_INTERVAL": "1"}
+        )
+        record = wait_for(
+            lambda: next(iter(stack.usage(org_id=key.org_id)), None),
+            60,
+            "the killed stream billed from its first-token checkpoint",
+        )
+        assert [r.request_id for r in stack.usage(org_id=key.org_id)] == [reader.request_id]
+        assert record.output_exact is False
+        assert record.attempts[-1]["outcome"] == "gateway_lost"
+        assert record.input_tokens == reader.usage["input"]
+        assert record.cache_read_tokens == reader.usage["cache_read"]
+        assert (
+            record.cache_write_5m_tokens + record.cache_write_1h_tokens
+            == (reader.usage["cache_write"])
+        )
+        # The first delta's text, 4 characters a token (at least message_start's placeholder 1).
+        assert reader.chars > 0
+        assert record.output_tokens == max(1, math.ceil(reader.chars / 4))
+        assert record.cost_nano == expected_cost_nano(record) > 0
+        print(f"billed {record.cost_nano} nano-USD for {record.output_tokens} output tokens")
+    finally:
+        stack.sim.clear_script()
+        stack.sim.release()
+        if doomed.process.poll() is None:
+            doomed.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
+# --- (d) the spool cannot write either (disk full, unwritable) during a database outage ----------
+def test_an_unwritable_spool_during_an_outage_holds_the_bill_and_refuses_new_work_with_503(
+    tmp_path: Path,
+) -> None:
+    """PostgreSQL is stopped while a stream is in flight, and the spool's directory cannot be
+    created (its parent is a file). The stream still ends normally (no 500): its record is held
+    in memory. New requests get 503 before any upstream call. When the disk is back the held
+    record goes to the spool, requests are served again, and after the outage every answered
+    request is billed exactly once."""
+    pg = PrivatePostgres()
+    sim = SimulatorThread(api_key="sk-sim-a").start()
+    gateway = None
+    try:
+        manage(pg.url, "migrate", "--noinput")
+        seeded = seed(pg.url, sim.url, keys=1)
+        org_id, (secret,) = seeded["org_id"], seeded["keys"]
+        blocked = tmp_path / "blocked"
+        blocked.write_bytes(b"a file where the spool's directory should be")
+        env = {
+            **_durable_env(tmp_path),
+            "EZAT_USAGE_SPOOL_DIR": str(blocked / "spool"),
+            "CELERY_TASK_ALWAYS_EAGER": "true",
+            "EZAT_KEY_CACHE_TTL": "120",
+        }
+        gateway = start_gateway(pg.url, "", tmp_path, extra_env=env)
+        client = anthropic.Anthropic(base_url=gateway.url, api_key=secret, max_retries=0)
+        user = [{"role": "user", "content": "warm up"}]
+        client.messages.create(model=MODEL, max_tokens=8, messages=user)  # the key is cached
+
+        marker = f"long answer held-{uuid.uuid4().hex}"
+        sim.script({"match": marker, "pause_after_events": 4, "pause": 60})
+        done: dict[str, Any] = {}
+
+        def read_stream() -> None:
+            try:
+                with client.messages.stream(
+                    model=MODEL,
+                    max_tokens=1000,
+                    messages=[{"role": "user", "content": marker}],
+                    extra_headers={"x-request-id": f"held-{marker[-32:]}"},
+                ) as stream:
+                    done["text"] = "".join(stream.text_stream)
+            except Exception as exc:
+                done["error"] = exc
+
+        reader = threading.Thread(target=read_stream, daemon=True)
+        reader.start()
+        wait_for(lambda: sim.requests() and any(
+            marker in str(r["body"]) for r in sim.requests()
+        ), 60, "the stream in flight")  # fmt: skip
+        pg.stop()
+        sim.release()  # the stream runs to its end while neither store can take its record
+        reader.join(60)
+        assert "error" not in done, done.get("error")
+        assert done["text"].startswith("Simulated long reply")
+
+        # No upstream work is started for a request whose bill could not be kept.
+        upstream_before = len(sim.requests())
+        refused = httpx.post(
+            gateway.url + "/v1/messages",
+            headers={"x-api-key": secret, "anthropic-version": "2023-06-01"},
+            json={"model": MODEL, "max_tokens": 8, "messages": user},
+            timeout=30,
+        )
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["x-should-retry"] == "true"
+        assert "cannot record usage" in refused.json()["error"]["message"]
+        with pytest.raises(openai.APIStatusError) as raised:
+            openai.OpenAI(
+                base_url=gateway.url + "/openai/v1", api_key=secret, max_retries=0
+            ).chat.completions.create(model=MODEL, max_tokens=8, messages=user)  # type: ignore[arg-type]
+        assert raised.value.status_code == 503
+        assert len(sim.requests()) == upstream_before
+        metrics = httpx.get(gateway.url + "/metrics", timeout=10).text
+        assert "ezat_usage_held_in_memory 1.0" in metrics
+
+        # The disk is back (the database is not): the retry loop spools the held record and
+        # requests are served again, their records spooled too.
+        blocked.unlink()
+
+        def served() -> str | None:
+            response = httpx.post(
+                gateway.url + "/v1/messages",
+                headers={"x-api-key": secret, "anthropic-version": "2023-06-01"},
+                json={"model": MODEL, "max_tokens": 8, "messages": user},
+                timeout=30,
+            )
+            return response.headers["x-request-id"] if response.status_code == 200 else None
+
+        after_id = wait_for(served, 60, "requests served once the spool can write", interval=0.5)
+
+        pg.start()
+        wanted = {f"held-{marker[-32:]}", after_id}
+
+        def replayed() -> list[dict[str, Any]] | None:
+            found = usage_rows(pg.dsn(), org_id)
+            return found if wanted <= {base_id(r["request_id"]) for r in found} else None
+
+        rows = wait_for(replayed, 120, "the held and the spooled records in the database")
+        counts = [base_id(r["request_id"]) for r in rows]
+        assert all(counts.count(rid) == 1 for rid in wanted), counts  # exactly once
+        print(f"held then spooled then replayed: {sorted(wanted)}; rows {len(rows)}")
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        sim.stop()
+        pg.destroy()

@@ -1,6 +1,6 @@
 """Billing against the running gateway: costs with prompt caching equal tokens × catalog prices
-(streamed == non-streamed), failed requests are unbilled and release their holds, disconnected
-streams are billed (exact after a successful drain, estimated otherwise), count_tokens is never
+(streamed == non-streamed), requests failed before their first token are unbilled and release
+their holds (after it, the output so far is billed), disconnected streams are billed (exact after a successful drain, estimated otherwise), count_tokens is never
 billed or listed, one record per request, and the final stream event only after the record.
 """
 
@@ -246,12 +246,15 @@ def test_upstream_error_before_output_is_unbilled(e2e: Stack, api: str, stream: 
 
 
 @pytest.mark.parametrize("api", ["messages", "chat"])
-def test_error_event_mid_stream_is_unbilled(e2e: Stack, api: str) -> None:
+def test_error_event_mid_stream_bills_the_output_so_far(e2e: Stack, api: str) -> None:
     marker = f"midstream-{uuid.uuid4().hex}"
     path, body = _call(api, True, f"long answer {marker}")
-    key = _one_hold_key(e2e, body)
+    # A cap of 2.5 holds: two partial bills (well under a hold each) and one more hold fit; two
+    # holds that leaked and one more do not, so "admitted again" proves the holds were settled.
+    key = e2e.new_key(cap_usd=nano_to_usd_str(hold_nano(body, 16) * 5 // 2))
     # message_start, ping, content_block_start and two deltas reach the client, then an error.
     e2e.sim.script({"match": marker, "error_after_events": 5, "times": 2})
+    failed: list[str] = []
     for _ in range(2):
         request_id, events = _stream(e2e.url + path, auth(key.secret, api), body)
         if api == "chat":
@@ -261,9 +264,16 @@ def test_error_event_mid_stream_is_unbilled(e2e: Stack, api: str) -> None:
             assert [n for n, _ in events][-1] == "error"
             assert "message_stop" not in [n for n, _ in events]
         assert any("delta" in d for _, d in events), "the error must come after output"
-    assert e2e.usage(org_id=key.org_id) == []
+        failed.append(request_id)
+    # Each failed stream is billed once, for what it produced (tests/e2e/test_partial_streams.py
+    # checks the amounts), and its hold was settled: the next request is admitted.
+    records = e2e.usage(org_id=key.org_id)
+    assert [r.request_id for r in records] == failed
+    assert all(r.status == "stream_failed" and r.output_exact is False for r in records)
+    assert all(r.cost_nano == expected_cost_nano(r) > 0 for r in records)
+    assert sum(r.cost_nano for r in records) <= hold_nano(body, 16) * 3 // 2
     request_id, _ = _stream(e2e.url + path, auth(key.secret, api), body)
-    assert [r.request_id for r in e2e.usage(org_id=key.org_id)] == [request_id]
+    assert [r.request_id for r in e2e.usage(org_id=key.org_id)] == [*failed, request_id]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])

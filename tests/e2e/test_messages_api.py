@@ -359,7 +359,10 @@ def test_error_event_mid_stream(e2e: Stack) -> None:
         for _ in events:
             pass
     assert raised.value.type == "overloaded_error" or "Overloaded" in str(raised.value)
-    assert e2e.usage(org_id=key.org_id) == []
+    # The output delivered before the error is billed, marked so.
+    (record,) = e2e.usage(org_id=key.org_id)
+    assert (record.status, record.output_exact) == ("stream_failed", False)
+    assert record.output_tokens > 0
 
 
 def test_ping_after_upstream_pause(e2e: Stack) -> None:

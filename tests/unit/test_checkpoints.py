@@ -129,3 +129,135 @@ def test_key_lookup_db_failure_raises_unavailable_and_a_cached_key_serves_until_
 
     asyncio.run(scenario())
     assert calls["n"] == 2
+
+
+# --- the first checkpoint of a stream: right after its first token, not at the next interval ---------
+class RecordingStore:
+    """A checkpoint store that keeps every write and add in memory."""
+
+    process = "test-process"
+
+    def __init__(self) -> None:
+        self.writes: list[dict[str, bytes]] = []
+        self.adds: list[dict[str, bytes]] = []
+        self.added = asyncio.Event()
+
+    async def write(self, entries: dict[str, bytes]) -> None:
+        self.writes.append(dict(entries))
+
+    async def add(self, entries: dict[str, bytes]) -> None:
+        self.adds.append(dict(entries))
+        self.added.set()
+
+    async def dead(self) -> list[tuple[str, list[dict[str, object]]]]:
+        return []
+
+    async def forget(self, process: str) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def _stream(name: str) -> tuple[object, object]:
+    from types import SimpleNamespace
+
+    from gateway.usage import UsageTracker
+
+    schedule = PriceSchedule(version=7, tiers=(PriceTier(None, LOW),))
+    exchange = SimpleNamespace(
+        request_id=name,
+        limits_id=f"{name}~x",
+        key=SimpleNamespace(org_id=3, id=5, prefix="ezat_sk_ab"),
+        api="messages",
+        stream=True,
+        model=SimpleNamespace(id="m", pricing=schedule, prompt_caching=True),
+        sent_name="m",
+        requested_id="m",
+        route=None,
+        started_at=datetime(2026, 12, 1, tzinfo=UTC),
+        hold_nano=1,
+        _slot=None,
+        attempts=[],
+        ttft_ms=5,
+    )
+    tracker = UsageTracker()
+    tracker.absorb("message_start", {"message": {"usage": {"input_tokens": 100}}})
+    tracker.absorb("content_block_delta", {"delta": {"type": "text_delta", "text": "abcdefghi"}})
+    return exchange, tracker
+
+
+def test_a_stream_is_checkpointed_right_after_its_first_token_not_at_the_interval(
+    settings: object,
+) -> None:
+    from gateway.checkpoints import Checkpoints
+
+    settings.EZAT_CHECKPOINT_INTERVAL = 60  # type: ignore[attr-defined]
+    settings.EZAT_CHECKPOINT_FIRST_WRITE_DELAY = 0.01  # type: ignore[attr-defined]
+    store = RecordingStore()
+    checkpoints = Checkpoints()
+
+    async def scenario() -> None:
+        checkpoints._bind()
+        checkpoints._store = store  # type: ignore[assignment]
+        first, first_tracker = _stream("req-a")
+        checkpoints.open(first, first_tracker)  # type: ignore[arg-type]
+        await asyncio.wait_for(store.added.wait(), 10)
+        [added] = store.adds
+        assert list(added) == ["req-a~x"]
+        tokens = orjson.loads(added["req-a~x"])["tokens"]
+        assert (tokens["input"], tokens["output"]) == (100, 3)  # 9 characters: 3 tokens
+        assert store.writes == []  # no periodic write: the interval is a minute away
+        # A stream opening while the writer sleeps wakes it; only the new entry is written.
+        store.added.clear()
+        second, second_tracker = _stream("req-b")
+        checkpoints.open(second, second_tracker)  # type: ignore[arg-type]
+        await asyncio.wait_for(store.added.wait(), 10)
+        assert [list(a) for a in store.adds] == [["req-a~x"], ["req-b~x"]]
+        # A stream that ended before its first write is not written at all.
+        store.added.clear()
+        third, third_tracker = _stream("req-c")
+        checkpoints.open(third, third_tracker)  # type: ignore[arg-type]
+        checkpoints.close(third)  # type: ignore[arg-type]
+        await asyncio.sleep(0.1)
+        assert len(store.adds) == 2 and store.writes == []
+        await checkpoints.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_file_entries_added_after_the_last_snapshot_are_swept_with_it(tmp_path: Path) -> None:
+    live, sweeper = FileStore(tmp_path), FileStore(tmp_path)
+    old, new = entry("req-old"), entry("req-new")
+
+    async def scenario() -> list[tuple[str, list[dict[str, object]]]]:
+        await live.write({"req-old~abc": orjson.dumps(old)})
+        # A stream's first checkpoint: appended (O(new entries)), not a rewrite of every entry.
+        await live.add({"req-new~abc": orjson.dumps(new)})
+        await live.add(
+            {"req-new~abc": orjson.dumps({**new, "tokens": {**new["tokens"], "output": 41}})}
+        )  # type: ignore[dict-item]
+        assert await sweeper.dead() == []  # alive
+        os.close(live._lock_fd)  # type: ignore[arg-type]  # the process dies (lock released)
+        return await sweeper.dead()
+
+    [(process, entries)] = asyncio.run(scenario())
+    assert process == live.process
+    by_id = {e["request_id"]: e for e in entries}
+    assert set(by_id) == {"req-old", "req-new"}
+    assert by_id["req-new"]["tokens"]["output"] == 41  # the later line of a stream wins
+    asyncio.run(sweeper.forget(process))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_snapshot_replaces_the_added_entries(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+
+    async def scenario() -> None:
+        await store.add({"req-1~abc": orjson.dumps(entry("req-1"))})
+        assert (tmp_path / f"ckpt-{store.process}.new").exists()
+        await store.write({"req-2~abc": orjson.dumps(entry("req-2"))})
+        assert not (tmp_path / f"ckpt-{store.process}.new").exists()
+        await store.close()
+
+    asyncio.run(scenario())
