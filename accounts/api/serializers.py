@@ -223,6 +223,11 @@ class ApiKeySerializer(serializers.Serializer):
         help_text="What the cap counts: month (UTC calendar month), day (UTC day) or total.",
     )
     month_to_date_spend_usd = UsdField(source="month_spend_nano")
+    period_spend_usd = UsdField(
+        source="period_spend_nano",
+        help_text="Spend in the current period of the cap (this UTC month, this UTC day, or "
+        "all time): what the cap is compared with.",
+    )
     allowed_models = serializers.ListField(
         child=serializers.CharField(),
         read_only=True,
