@@ -506,6 +506,10 @@ class LocalLimiter:
             return {d: len(self._live_slots(d, now)) for d in deployment_ids}
 
     async def open_holds(self, org_id: int) -> int:
+        return self.open_holds_now(org_id)
+
+    def open_holds_now(self, org_id: int) -> int:
+        """Sync (dashboard pages in the embedded single process; any thread: under the lock)."""
         now = self._clock()
         with self._lock:
             org = self._orgs.get(org_id)

@@ -571,6 +571,17 @@ def notify_credit_redis(url: str, prefix: str, org_id: int, amount_nano: int) ->
         logger.warning("limits: credit notification for org %s failed: %s", org_id, exc)
 
 
+def open_holds_redis(url: str, prefix: str, org_id: int) -> int | None:
+    """The org's open holds (sync, for dashboard pages): one HGET; None if Redis is down."""
+    try:
+        held = _sync_client(url).hget(f"{prefix}org:{org_id}", "held")
+    except UNREACHABLE as exc:
+        ERRORS.labels("open_holds").inc()
+        logger.warning("limits: open holds of org %s unavailable: %s", org_id, exc)
+        return None
+    return max(0, int(held or 0))  # type: ignore[arg-type]
+
+
 def close_sync_clients() -> None:
     with _sync_lock:
         for client in _sync_clients.values():
@@ -578,4 +589,4 @@ def close_sync_clients() -> None:
         _sync_clients.clear()
 
 
-__all__ = ["RedisLimiter", "close_sync_clients", "notify_credit_redis"]
+__all__ = ["RedisLimiter", "close_sync_clients", "notify_credit_redis", "open_holds_redis"]

@@ -119,3 +119,55 @@ async def test_period_spend_seeded_from_the_database(make_limiter, org_rows, per
     await lim.admit(req(**ids, hold_nano=1_500, **cap))
     err = await refused(lim.admit(req(**ids, hold_nano=1, **cap)))
     assert (err.scope, err.period) == ("key_cap", period)
+
+
+# --- open holds on the dashboard's available balance ------------------------------------------
+@pytest.mark.parametrize("backend", ["local", "redis"])
+async def test_available_balance_subtracts_open_holds(backend, org_rows, settings) -> None:
+    """billing's Balances (the overview and balance pages): ledger − unreconciled − open holds,
+    read through the reader the gateway app registers (billing never imports the limiter)."""
+    from billing import dashboard_selectors as sel
+    from gateway.limits import get_limiter, open_holds_nano, reset_limiter
+    from gateway.limits.redis import RedisLimiter
+    from tests.limits.conftest import REDIS_URL, delete_prefix, new_prefix, orm
+
+    settings.REDIS_URL = REDIS_URL if backend == "redis" else ""
+    settings.EZAT_LIMITS_REDIS_PREFIX = prefix = new_prefix()
+    reset_limiter()
+    sel.set_open_holds_reader(open_holds_nano)  # what gateway.apps does at startup
+    lim = get_limiter()
+    org = org_rows["org"]
+    try:
+        before = await orm(lambda: sel.balances(org))
+        assert (before.ledger_nano, before.unreconciled_nano, before.held_nano) == (
+            10_000,
+            3_000,
+            0,
+        )
+        assert before.available_nano == 7_000
+        a = req(org_id=org.pk, key_id=org_rows["key"].pk, hold_nano=2_500)
+        await lim.admit(a)
+        held = await orm(lambda: sel.balances(org))
+        assert held.held_nano == 2_500 and held.available_nano == 4_500
+        await lim.settle(a.request_id, key_id=a.key_id, org_id=org.pk, hold_nano=2_500, cost_nano=0)
+        assert (await orm(lambda: sel.balances(org))).available_nano == 7_000
+    finally:
+        await lim.aclose()  # type: ignore[attr-defined]
+        if isinstance(lim, RedisLimiter):
+            await delete_prefix(prefix)
+        reset_limiter()
+
+
+def test_open_holds_unavailable_when_redis_is_down(settings) -> None:
+    from billing.dashboard_selectors import Balances
+    from gateway.limits import open_holds_nano, reset_limiter
+    from tests.limits.conftest import DEAD_REDIS_URL
+
+    settings.REDIS_URL = DEAD_REDIS_URL
+    reset_limiter()
+    try:
+        assert open_holds_nano(1) is None
+    finally:
+        reset_limiter()
+    # the page then shows the balance without holds rather than failing
+    assert Balances(ledger_nano=10, unreconciled_nano=3, held_nano=None).available_nano == 7
