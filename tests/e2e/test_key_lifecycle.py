@@ -171,6 +171,11 @@ def test_model_allow_list_gets_403_permission_error(e2e: Stack) -> None:
     )
     assert reply.content
     assert [r.model_id for r in e2e.usage(api_key_id=key.key_id)] == [HAIKU]
+    # The model lists show what the key may call.
+    listed = [m.id for m in _openai(e2e.url, key).models.list()]
+    assert HAIKU in listed and OPUS not in listed
+    paged = [m.id for m in _anthropic(e2e.url, key).models.list(limit=1000)]
+    assert HAIKU in paged and OPUS not in paged
 
 
 def test_ezat_auto_and_fallbacks_skip_models_the_key_may_not_use(e2e: Stack) -> None:
@@ -193,6 +198,7 @@ def test_ezat_auto_and_fallbacks_skip_models_the_key_may_not_use(e2e: Stack) -> 
     upstream = [r["body"]["model"] for r in e2e.sim.requests() if r["path"] == "/v1/messages"]
     assert upstream and set(upstream) == {HAIKU.split("/", 1)[1]}, upstream
     assert {r.model_id for r in e2e.usage(api_key_id=key.key_id)} == {HAIKU}
+    assert "ezat/auto" in [m.id for m in _openai(e2e.url, key).models.list()]
     # A fallback list naming a model the key may not use: that model is skipped, never called.
     e2e.reset_sims()
     listed = _openai(e2e.url, key).chat.completions.create(
