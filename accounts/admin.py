@@ -143,20 +143,21 @@ class OrganizationAdmin(admin.ModelAdmin):
 
 class ApiKeyAdminForm(forms.ModelForm):
     spend_cap_usd = forms.DecimalField(
-        label="Monthly spend cap (USD)",
+        label="Spend cap (USD)",
         min_value=Decimal(0),
         max_digits=18,
         decimal_places=9,
         required=False,
-        help_text="Per calendar month (UTC). Empty = no cap.",
+        help_text="Per the cap period below. Empty = no cap.",
     )
 
     class Meta:
         model = ApiKey
-        fields = ("name", "rpm_limit", "max_concurrency")
+        fields = ("name", "rpm_limit", "max_concurrency", "spend_cap_period")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["spend_cap_period"].required = False  # absent: kept as it is
         if self.instance.pk:
             self.initial["spend_cap_usd"] = usd_initial(self.instance.spend_cap_nano)
 
@@ -200,14 +201,22 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "rpm_limit",
         "max_concurrency",
         "spend_cap_usd",
+        "spend_cap_period",
+        "allowed_models",
+        "expires_at",
+        "disabled_at",
         "created_at",
         "created_by",
         "last_used_at",
         "revoked_at",
     )
+    # The allow-list, expiry and disabling are the org owners' (dashboard, management API).
     readonly_fields = (
         "org",
         "prefix_display",
+        "allowed_models",
+        "expires_at",
+        "disabled_at",
         "created_at",
         "created_by",
         "last_used_at",
@@ -234,6 +243,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
                 "rpm_limit",
                 "max_concurrency",
                 "spend_cap_usd",
+                "spend_cap_period",
             )
         return self.readonly_fields
 
@@ -241,13 +251,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def prefix_display(self, obj: ApiKey) -> str:
         return f"{obj.prefix}…"
 
-    @admin.display(description="Monthly cap", ordering="spend_cap_nano")
+    @admin.display(description="Spend cap", ordering="spend_cap_nano")
     def spend_cap_usd(self, obj: ApiKey) -> str:
-        return "none" if obj.spend_cap_nano is None else format_usd(obj.spend_cap_nano)
+        if obj.spend_cap_nano is None:
+            return "none"
+        return f"{format_usd(obj.spend_cap_nano)} / {obj.spend_cap_period}"
 
     @admin.display(description="Status")
     def status(self, obj: ApiKey) -> str:
-        return "active" if obj.is_active else f"revoked {obj.revoked_at:%Y-%m-%d %H:%M}"
+        state = obj.state
+        return f"revoked {obj.revoked_at:%Y-%m-%d %H:%M}" if state == "revoked" else state
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if obj.revoked_at is not None:
@@ -260,6 +273,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
                 spend_cap_nano=None if cap is None else usd_to_nano(cap),
                 name=form.cleaned_data.get("name", obj.name),
                 max_concurrency=form.cleaned_data.get("max_concurrency"),
+                spend_cap_period=form.cleaned_data.get("spend_cap_period") or obj.spend_cap_period,
             )
         except AccountsError as exc:  # the form validated the same rules; belt and braces
             self.message_user(request, str(exc), messages.ERROR)

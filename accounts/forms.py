@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
 
 from accounts.models import ApiKey, Membership, Organization
 from billing.pricing import usd_to_nano
@@ -37,23 +39,75 @@ class KeyLimitsForm(forms.Form):
         help_text="Concurrent requests of this key. Empty = the default limit.",
     )
     spend_cap_usd = forms.DecimalField(
-        label="Monthly spend cap (USD)",
+        label="Spend cap (USD)",
         min_value=Decimal(0),
         max_digits=18,
         decimal_places=9,
         required=False,
-        help_text="Per calendar month (UTC). Empty = no cap.",
+        help_text="Empty = no cap. Requests that could exceed it are refused (402).",
+    )
+    spend_cap_period = forms.ChoiceField(
+        label="Cap period",
+        choices=ApiKey.CapPeriod.choices,
+        initial=ApiKey.CapPeriod.MONTH,
+        required=False,
+        help_text="The cap resets on the period's boundary in UTC (a total never resets).",
+    )
+    expires_at = forms.DateTimeField(
+        label="Expires (UTC)",
+        required=False,
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Empty = never. After it, calls get 401 saying the key expired.",
+    )
+    allowed_models = forms.MultipleChoiceField(
+        label="Allowed models",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked = every model. Other models get 403 permission_error; "
+        "ezat/auto and fallbacks skip them.",
     )
 
+    def __init__(
+        self, *args: Any, model_choices: list[tuple[str, str]] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["allowed_models"].choices = model_choices or []  # type: ignore[attr-defined]
+
     @classmethod
-    def for_key(cls, key: ApiKey, data: Any = None) -> KeyLimitsForm:
+    def for_key(
+        cls, key: ApiKey, data: Any = None, model_choices: list[tuple[str, str]] | None = None
+    ) -> KeyLimitsForm:
+        choices = list(model_choices or [])
+        known = {value for value, _ in choices}
+        # A model on the key's list that has left the catalog stays visible (and removable).
+        choices += [(m, f"{m} (not in the catalog)") for m in key.allowed_models if m not in known]
         initial = {
             "name": key.name,
             "rpm_limit": key.rpm_limit,
             "max_concurrency": key.max_concurrency,
             "spend_cap_usd": usd_initial(key.spend_cap_nano),
+            "spend_cap_period": key.spend_cap_period,
+            # At the input's resolution (minutes), so an untouched field reads as unchanged.
+            "expires_at": None
+            if key.expires_at is None
+            else key.expires_at.astimezone(UTC).replace(second=0, microsecond=0),
+            "allowed_models": list(key.allowed_models),
         }
-        return cls(data=data, initial=initial)
+        return cls(data=data, initial=initial, model_choices=choices)
+
+    def clean_spend_cap_period(self) -> str:
+        return self.cleaned_data.get("spend_cap_period") or ApiKey.CapPeriod.MONTH
+
+    def clean_expires_at(self) -> datetime | None:
+        value: datetime | None = self.cleaned_data.get("expires_at")
+        if value is None:
+            return None
+        # Entered in UTC (the label says so), whatever the server's time zone.
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if "expires_at" in self.changed_data and value <= timezone.now():
+            raise forms.ValidationError("The expiry must be in the future.")
+        return value
 
     @property
     def spend_cap_nano(self) -> int | None:

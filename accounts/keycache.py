@@ -1,7 +1,8 @@
 """Per-process cache from an API key's hash to what the hot path needs to know about it.
 
-Entries live EZAT_KEY_CACHE_TTL seconds, so a revocation (or a limit change) reaches every process
-within that time, and a busy key costs one small query per TTL per process, not one per request.
+Entries live EZAT_KEY_CACHE_TTL seconds, so a revocation, a disable or re-enable, an expiry
+change, an allow-list change (or a limit change) reaches every process within that time, and a
+busy key costs one small query per TTL per process, not one per request.
 Unknown-but-well-formed keys are cached as misses too, so a client hammering with a deleted key
 cannot hammer the database. A lookup the database cannot answer raises KeyLookupUnavailable
 (the gateway answers 503 with `x-should-retry: true`); an entry still within its TTL serves.
@@ -44,6 +45,16 @@ class KeyInfo:
     # Requests in flight of the key and of its org (None = no limit).
     key_concurrency: int | None = None
     org_concurrency: int | None = None
+    # Lifecycle (issue 19). A disabled or expired key is cached like a valid one so the gateway
+    # can say why it is refused (401); a revoked key is cached as a miss ("invalid API key").
+    disabled: bool = False
+    expires_at: float | None = None  # epoch seconds; None = never
+    # Canonical model ids the key may call; None = every model.
+    allowed_models: frozenset[str] | None = None
+    spend_cap_period: str = "month"  # "month" | "day" | "total" (gateway.limits.common)
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
 
 def _fetch(key_hash: str) -> KeyInfo | None:
@@ -60,6 +71,10 @@ def _fetch(key_hash: str) -> KeyInfo | None:
             "rpm_limit",
             "max_concurrency",
             "spend_cap_nano",
+            "spend_cap_period",
+            "allowed_models",
+            "expires_at",
+            "disabled_at",
             "last_used_at",
             "org__max_concurrency",
         )
@@ -68,7 +83,8 @@ def _fetch(key_hash: str) -> KeyInfo | None:
     if key is None:
         return None
     now = timezone.now()
-    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+    refused = key.disabled_at is not None or (key.expires_at is not None and key.expires_at <= now)
+    if not refused and (key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION):
         # Piggybacks on the TTL refresh: "last used" is accurate to about a minute, for free.
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
     return KeyInfo(
@@ -79,6 +95,10 @@ def _fetch(key_hash: str) -> KeyInfo | None:
         spend_cap_nano=key.spend_cap_nano,
         key_concurrency=key.max_concurrency or settings.EZAT_DEFAULT_KEY_CONCURRENCY or None,
         org_concurrency=key.org.max_concurrency or settings.EZAT_DEFAULT_ORG_CONCURRENCY or None,
+        disabled=key.disabled_at is not None,
+        expires_at=None if key.expires_at is None else key.expires_at.timestamp(),
+        allowed_models=frozenset(key.allowed_models) if key.allowed_models else None,
+        spend_cap_period=key.spend_cap_period or "month",
     )
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Organization(models.Model):
@@ -57,8 +60,35 @@ class ApiKey(models.Model):
     max_concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests in flight; empty = the default."
     )
+
+    class CapPeriod(models.TextChoices):
+        MONTH = "month", "Per calendar month (UTC)"
+        DAY = "day", "Per day (UTC)"
+        TOTAL = "total", "In total"
+
     spend_cap_nano = models.BigIntegerField(
-        null=True, blank=True, help_text="Spend cap per calendar month in nano-USD; empty = none."
+        null=True,
+        blank=True,
+        help_text="Spend cap in nano-USD per `spend_cap_period`; empty = none.",
+    )
+    spend_cap_period = models.CharField(
+        max_length=8,
+        choices=CapPeriod.choices,
+        default=CapPeriod.MONTH,
+        help_text="What the spend cap counts: a UTC calendar month, a UTC day, or all time.",
+    )
+    allowed_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Canonical catalog model ids this key may call; empty = every model.",
+    )
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this instant the key is refused; empty = never."
+    )
+    disabled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set while the key is disabled (reversible, unlike revoking).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -75,7 +105,26 @@ class ApiKey(models.Model):
 
     @property
     def is_active(self) -> bool:
+        """Not revoked (a disabled or expired key is still active: it can be changed)."""
         return self.revoked_at is None
+
+    @property
+    def is_disabled(self) -> bool:
+        return self.disabled_at is not None
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+    @property
+    def state(self) -> str:
+        """ "revoked", "disabled", "expired" or "active" (the first that applies)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.disabled_at is not None:
+            return "disabled"
+        if self.is_expired():
+            return "expired"
+        return "active"
 
 
 class ManagementKey(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -27,7 +28,12 @@ from ezat.audit import audit
 
 
 class AccountsError(ValueError):
-    """Bad input to an accounts operation; the message is shown to the user."""
+    """Bad input to an accounts operation; the message is shown to the user. `field` names the
+    input at fault when there is one (the API answers {field: [message]}, forms attach it)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +251,59 @@ def accept_invitation(
 
 def _check_concurrency(value: int | None, what: str = "max concurrency") -> None:
     if value is not None and value < 1:
-        raise AccountsError(f"{what} must be a positive integer")
+        raise AccountsError(f"{what} must be a positive integer", "max_concurrency")
+
+
+CAP_PERIODS = tuple(ApiKey.CapPeriod.values)
+MAX_ALLOWED_MODELS = 100
+
+
+def _check_period(period: str) -> str:
+    if period not in CAP_PERIODS:
+        raise AccountsError(
+            f"spend cap period must be one of {', '.join(CAP_PERIODS)}", "spend_cap_period"
+        )
+    return period
+
+
+def _check_expiry(expires_at: datetime | None) -> datetime | None:
+    if expires_at is None:
+        return None
+    if timezone.is_naive(expires_at):
+        raise AccountsError("expiry needs a time zone (e.g. 2027-01-31T00:00:00Z)", "expires_at")
+    if expires_at <= timezone.now():
+        raise AccountsError("expiry must be in the future", "expires_at")
+    return expires_at
+
+
+def clean_allowed_models(raw: object) -> list[str]:
+    """An allow-list as canonical catalog ids, in the order given, each once. Names may be ids
+    or aliases in any case; an unknown one raises AccountsError naming its position."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        raise AccountsError("allowed models must be a list of model ids", "allowed_models")
+    if len(raw) > MAX_ALLOWED_MODELS:
+        raise AccountsError(
+            f"allowed models: at most {MAX_ALLOWED_MODELS} entries", "allowed_models"
+        )
+    names = selectors.catalog_model_names()
+    out: list[str] = []
+    for i, entry in enumerate(raw):
+        where = f"allowed_models[{i}]"
+        if not isinstance(entry, str) or not entry.strip():
+            raise AccountsError(f"{where}: must be a model id", "allowed_models")
+        if is_auto(entry):
+            raise AccountsError(
+                f"{where}: {AUTO_MODEL_ID} is a chain, not a model; list the models it may use",
+                "allowed_models",
+            )
+        canonical = names.get(entry.strip().lower())
+        if canonical is None:
+            raise AccountsError(f"{where}: unknown model {entry.strip()[:128]!r}", "allowed_models")
+        if canonical not in out:
+            out.append(canonical)
+    return out
 
 
 def create_api_key(
@@ -256,12 +314,18 @@ def create_api_key(
     spend_cap_nano: int | None = None,
     created_by: AbstractBaseUser | None = None,
     max_concurrency: int | None = None,
+    spend_cap_period: str = ApiKey.CapPeriod.MONTH,
+    allowed_models: list[str] | None = None,
+    expires_at: datetime | None = None,
 ) -> NewKey:
     if rpm_limit is not None and rpm_limit < 1:
-        raise AccountsError("rpm must be a positive integer")
+        raise AccountsError("rpm must be a positive integer", "rpm_limit")
     _check_concurrency(max_concurrency)
     if spend_cap_nano is not None and spend_cap_nano < 0:
-        raise AccountsError("spend cap must not be negative")
+        raise AccountsError("spend cap must not be negative", "spend_cap_usd")
+    _check_period(spend_cap_period)
+    _check_expiry(expires_at)
+    allowed = clean_allowed_models(allowed_models)
     secret = keys.generate()
     key = ApiKey.objects.create(
         org=org,
@@ -271,6 +335,9 @@ def create_api_key(
         rpm_limit=rpm_limit,
         max_concurrency=max_concurrency,
         spend_cap_nano=spend_cap_nano,
+        spend_cap_period=spend_cap_period,
+        allowed_models=allowed,
+        expires_at=expires_at,
         created_by=created_by,
     )
     audit("api_key.create", org_id=org.pk, key_prefix=key.prefix, key_id=key.pk)
@@ -287,12 +354,18 @@ def update_api_key_limits(
     spend_cap_nano: int | None,
     name: str | None = None,
     max_concurrency: int | None = _KEEP,
+    spend_cap_period: str = _KEEP,
+    allowed_models: list[str] | None = _KEEP,
+    expires_at: datetime | None = _KEEP,
 ) -> ApiKey:
-    """Writes both money/rate limits; the concurrency limit only when given (None clears it)."""
+    """Writes both money/rate limits; the other fields only when given (None clears a limit,
+    the allow-list or the expiry). Every gateway process applies it within EZAT_KEY_CACHE_TTL."""
     if rpm_limit is not None and rpm_limit < 1:
-        raise AccountsError("rpm must be a positive integer")
+        raise AccountsError("rpm must be a positive integer", "rpm_limit")
     if spend_cap_nano is not None and spend_cap_nano < 0:
-        raise AccountsError("spend cap must not be negative")
+        raise AccountsError("spend cap must not be negative", "spend_cap_usd")
+    if key.revoked_at is not None:
+        raise AccountsError("a revoked key cannot be changed")
     key.rpm_limit = rpm_limit
     key.spend_cap_nano = spend_cap_nano
     fields = ["rpm_limit", "spend_cap_nano"]
@@ -300,6 +373,15 @@ def update_api_key_limits(
         _check_concurrency(max_concurrency)
         key.max_concurrency = max_concurrency
         fields.append("max_concurrency")
+    if spend_cap_period is not _KEEP:
+        key.spend_cap_period = _check_period(spend_cap_period)
+        fields.append("spend_cap_period")
+    if allowed_models is not _KEEP:
+        key.allowed_models = clean_allowed_models(allowed_models)
+        fields.append("allowed_models")
+    if expires_at is not _KEEP and expires_at != key.expires_at:
+        key.expires_at = _check_expiry(expires_at)
+        fields.append("expires_at")
     if name is not None:
         key.name = name.strip()
         fields.append("name")
@@ -310,6 +392,29 @@ def update_api_key_limits(
         key_prefix=key.prefix,
         rpm_limit=rpm_limit,
         spend_cap_nano=spend_cap_nano,
+        spend_cap_period=key.spend_cap_period,
+        allowed_models=key.allowed_models,
+        expires_at=None if key.expires_at is None else key.expires_at.isoformat(),
+    )
+    return key
+
+
+@transaction.atomic
+def set_api_key_disabled(*, key: ApiKey, disabled: bool) -> ApiKey:
+    """Disable (refused with a 401 saying so) or enable again. Idempotent; reversible, unlike
+    revoking. Every gateway process applies it within EZAT_KEY_CACHE_TTL."""
+    key = ApiKey.objects.select_for_update().get(pk=key.pk)
+    if key.revoked_at is not None:
+        raise AccountsError("a revoked key cannot be enabled or disabled")
+    if disabled == (key.disabled_at is not None):
+        return key
+    key.disabled_at = timezone.now() if disabled else None
+    key.save(update_fields=["disabled_at"])
+    audit(
+        "api_key.disable" if disabled else "api_key.enable",
+        org_id=key.org_id,
+        key_prefix=key.prefix,
+        key_id=key.pk,
     )
     return key
 
@@ -351,6 +456,9 @@ def patch_api_key(
     rpm_limit: int | None = _UNSET,
     spend_cap_nano: int | None = _UNSET,
     max_concurrency: int | None = _UNSET,
+    spend_cap_period: str = _UNSET,
+    allowed_models: list[str] | None = _UNSET,
+    expires_at: datetime | None = _UNSET,
 ) -> ApiKey:
     """Change only what was given (None clears a limit), under a row lock.
 
@@ -364,6 +472,9 @@ def patch_api_key(
         spend_cap_nano=locked.spend_cap_nano if spend_cap_nano is _UNSET else spend_cap_nano,
         name=name,
         max_concurrency=_KEEP if max_concurrency is _UNSET else max_concurrency,
+        spend_cap_period=_KEEP if spend_cap_period is _UNSET else spend_cap_period,
+        allowed_models=_KEEP if allowed_models is _UNSET else allowed_models,
+        expires_at=_KEEP if expires_at is _UNSET else expires_at,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts import fallback_views, invitation_views, views
+from accounts import fallback_views, invitation_views, management_key_views, views
 
 urlpatterns = [
     path("org/", views.switch_org, name="switch-org"),
@@ -13,6 +13,19 @@ urlpatterns = [
     path("keys/<int:key_id>/created/", views.key_created, name="key-created"),
     path("keys/<int:key_id>/edit/", views.key_edit, name="key-edit"),
     path("keys/<int:key_id>/revoke/", views.key_revoke, name="key-revoke"),
+    path("keys/<int:key_id>/disable/", views.key_disable, name="key-disable"),
+    path("keys/<int:key_id>/enable/", views.key_enable, name="key-enable"),
+    path("management-keys/", management_key_views.management_keys, name="management-keys"),
+    path(
+        "management-keys/<int:key_id>/created/",
+        management_key_views.management_key_created,
+        name="management-key-created",
+    ),
+    path(
+        "management-keys/<int:key_id>/revoke/",
+        management_key_views.management_key_revoke,
+        name="management-key-revoke",
+    ),
     path("fallbacks/", fallback_views.fallbacks_list, name="fallbacks"),
     path("fallbacks/<path:model>/edit/", fallback_views.fallback_edit, name="fallback-edit"),
     path("members/", views.members_list, name="members"),

@@ -12,9 +12,11 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -33,9 +35,11 @@ from accounts.services import (
     remove_member,
     revoke_api_key,
     revoke_invitation,
+    set_api_key_disabled,
     set_member_role,
     update_api_key_limits,
 )
+from catalog.selectors import model_choices
 
 SESSION_ORG = "ezat_org_id"
 # The secret of a key just created, between the POST and the page that shows it (Post/Redirect/
@@ -127,12 +131,14 @@ def _key_or_404(membership: Membership, key_id: int) -> ApiKey:
 @require_GET
 @org_view()
 def keys_list(request: HttpRequest, membership: Membership) -> HttpResponse:
-    from billing.dashboard_selectors import key_month_spend  # billing depends on accounts
+    # The spend annotations read billing's usage records (billing depends on accounts).
+    from accounts.api.selectors import api_keys_for_org
 
-    spend = key_month_spend(membership.org)
-    keys = list(selectors.org_keys(membership.org))
-    for key in keys:
-        key.month_spend_nano = spend.get(key.pk, 0)  # type: ignore[attr-defined]
+    keys = list(
+        api_keys_for_org(membership.org)
+        .defer("key_hash")
+        .order_by(F("revoked_at").asc(nulls_first=True), "-created_at")
+    )
     return render(request, "dashboard/keys.html", page(request, membership, keys=keys))
 
 
@@ -140,7 +146,7 @@ def keys_list(request: HttpRequest, membership: Membership) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @org_view(owner_only=True)
 def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
-    form = KeyCreateForm(request.POST or None)
+    form = KeyCreateForm(request.POST or None, model_choices=model_choices())
     if request.method == "POST" and form.is_valid():
         try:
             new = create_api_key(
@@ -149,10 +155,13 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
                 rpm_limit=form.cleaned_data["rpm_limit"],
                 max_concurrency=form.cleaned_data["max_concurrency"],
                 spend_cap_nano=form.spend_cap_nano,
+                spend_cap_period=form.cleaned_data["spend_cap_period"],
+                allowed_models=form.cleaned_data["allowed_models"],
+                expires_at=form.cleaned_data["expires_at"],
                 created_by=request.user,  # type: ignore[arg-type]
             )
         except AccountsError as exc:
-            form.add_error(None, str(exc))
+            _form_error(form, exc)
         else:
             # Post/Redirect/Get: a reload of the result page must not mint another key. The
             # secret waits in the creator's own session (server-side, never in a URL or a
@@ -189,8 +198,9 @@ def key_edit(request: HttpRequest, membership: Membership, key_id: int) -> HttpR
     if not key.is_active:
         messages.error(request, "A revoked key cannot be changed.")
         return redirect("dashboard:keys")
-    form = KeyLimitsForm.for_key(key, request.POST or None)
+    form = KeyLimitsForm.for_key(key, request.POST or None, model_choices=model_choices())
     if request.method == "POST" and form.is_valid():
+        changed = "expires_at" in form.changed_data
         try:
             update_api_key_limits(
                 key=key,
@@ -198,13 +208,51 @@ def key_edit(request: HttpRequest, membership: Membership, key_id: int) -> HttpR
                 max_concurrency=form.cleaned_data["max_concurrency"],
                 spend_cap_nano=form.spend_cap_nano,
                 name=form.cleaned_data["name"],
+                spend_cap_period=form.cleaned_data["spend_cap_period"],
+                allowed_models=form.cleaned_data["allowed_models"],
+                expires_at=form.cleaned_data["expires_at"] if changed else key.expires_at,
             )
         except AccountsError as exc:
-            form.add_error(None, str(exc))
+            _form_error(form, exc)
         else:
             messages.success(request, f"Limits of {key.prefix}… saved; they apply within seconds.")
             return redirect("dashboard:keys")
     return render(request, "dashboard/key_form.html", page(request, membership, form=form, key=key))
+
+
+def _form_error(form: forms.Form, exc: AccountsError) -> None:
+    """A service's refusal on the field it names (if the form has it), else on the form."""
+    form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+
+
+@require_POST
+@org_view(owner_only=True)
+def key_disable(request: HttpRequest, membership: Membership, key_id: int) -> HttpResponse:
+    return _set_disabled(request, membership, key_id, disabled=True)
+
+
+@require_POST
+@org_view(owner_only=True)
+def key_enable(request: HttpRequest, membership: Membership, key_id: int) -> HttpResponse:
+    return _set_disabled(request, membership, key_id, disabled=False)
+
+
+def _set_disabled(
+    request: HttpRequest, membership: Membership, key_id: int, *, disabled: bool
+) -> HttpResponse:
+    key = _key_or_404(membership, key_id)
+    try:
+        set_api_key_disabled(key=key, disabled=disabled)
+    except AccountsError as exc:
+        messages.error(request, str(exc))
+    else:
+        if disabled:
+            messages.success(
+                request, f"Key {key.prefix}… disabled; calls with it are refused within seconds."
+            )
+        else:
+            messages.success(request, f"Key {key.prefix}… enabled again; it works within seconds.")
+    return redirect("dashboard:keys")
 
 
 @require_POST

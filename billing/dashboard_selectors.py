@@ -6,6 +6,7 @@ Days are UTC calendar days (TIME_ZONE is UTC), the same days the spend cap's mon
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -66,25 +67,47 @@ def pending_usage_nano(org: Organization) -> int:
     return total or 0
 
 
+# Reads an org's open holds (nano-USD; None = unavailable). Set by the gateway app at startup
+# (gateway.limits.open_holds_nano): the limiter is the gateway's, and billing never imports it.
+OpenHoldsReader = Callable[[int], int | None]
+_open_holds_reader: OpenHoldsReader | None = None
+
+
+def set_open_holds_reader(reader: OpenHoldsReader | None) -> None:
+    global _open_holds_reader
+    _open_holds_reader = reader
+
+
+def open_holds_nano(org: Organization) -> int | None:
+    reader = _open_holds_reader
+    return 0 if reader is None else reader(org.pk)
+
+
 @dataclass(frozen=True)
 class Balances:
     """The overview's money: what the ledger says and what can still be spent.
 
-    Open holds (in-flight requests' worst-case cost) are not subtracted: the limiter interface
-    (gateway/limits/base.py) exposes no per-org read of them, and a hold lasts one request.
+    Available = ledger − usage not yet reconciled − open holds (the worst-case cost the limiter
+    holds for requests in flight, released when they settle). `held_nano` is None when the
+    limiter cannot be read (Redis down): available then leaves holds out, and the page says so.
     """
 
     ledger_nano: int  # credits minus reconciled usage (Organization.balance_nano)
     unreconciled_nano: int  # usage recorded, not yet in the ledger (≤ one reconcile interval)
+    held_nano: int | None = 0  # open holds of requests in flight
 
     @property
     def available_nano(self) -> int:
-        return self.ledger_nano - self.unreconciled_nano
+        return self.ledger_nano - self.unreconciled_nano - (self.held_nano or 0)
 
 
 def balances(org: Organization) -> Balances:
     ledger = Organization.objects.values_list("balance_nano", flat=True).get(pk=org.pk)
-    return Balances(ledger_nano=ledger, unreconciled_nano=pending_usage_nano(org))
+    return Balances(
+        ledger_nano=ledger,
+        unreconciled_nano=pending_usage_nano(org),
+        held_nano=open_holds_nano(org),
+    )
 
 
 def requests_since(org: Organization, since: datetime) -> int:

@@ -96,6 +96,7 @@ def home(request: HttpRequest, membership: Membership) -> HttpResponse:
         balance_nano=money.ledger_nano,
         available_nano=money.available_nano,
         pending_nano=money.unreconciled_nano,
+        held_nano=money.held_nano,  # open holds of requests in flight (None: unavailable)
         month_spend_nano=sel.month_to_date_spend_nano(org),
         requests_24h=sel.requests_since(org, timezone.now() - timedelta(hours=24)),
         active_keys=ApiKey.objects.filter(org=org, revoked_at__isnull=True).count(),
@@ -186,6 +187,7 @@ def balance(request: HttpRequest, membership: Membership) -> HttpResponse:
         available_nano=money.available_nano,
         month_spend_nano=sel.month_to_date_spend_nano(org),
         pending_nano=money.unreconciled_nano,
+        held_nano=money.held_nano,  # open holds of requests in flight (None: unavailable)
         totals=sel.ledger_totals(org),
         page_obj=page_obj,
     )

@@ -26,6 +26,16 @@ api_patterns = [
         accounts.ApiKeyRevokeView.as_view(),
         name="api-key-revoke",
     ),
+    path(
+        f"{ORG}/keys/<int:key_id>/disable",
+        accounts.ApiKeyDisableView.as_view(),
+        name="api-key-disable",
+    ),
+    path(
+        f"{ORG}/keys/<int:key_id>/enable",
+        accounts.ApiKeyEnableView.as_view(),
+        name="api-key-enable",
+    ),
     path(f"{ORG}/invitations", invitations.InvitationListView.as_view(), name="api-invitations"),
     path(
         f"{ORG}/invitations/<int:invitation_id>",
@@ -73,6 +83,8 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     # Keys and requests both have a `status`; name the two enums instead of hashing a name.
     "ENUM_NAME_OVERRIDES": {
         "KeyStatusEnum": ["active", "revoked"],
+        "ApiKeyStatusEnum": ["active", "disabled", "expired", "revoked"],
+        "SpendCapPeriodEnum": ["month", "day", "total"],
         "RequestStatusEnum": RequestLog.Status.values,
     },
     "DESCRIPTION": (

@@ -40,10 +40,31 @@ def key_may_use(key: KeyInfo, model: ModelInfo) -> bool:
     """Whether this key may call `model`. Every model of a chain passes here before it is called;
     one the key may not use is skipped, never called.
 
-    Keys have no model allow-list yet (issue 19 adds one): until then every key may use every
-    model. The allow-list check belongs here, and only here.
+    A key with an allow-list (issue 19) may call only the models on it (canonical ids, so every
+    alias of an allowed model is allowed); a key without one may call every model.
     """
-    return True
+    return key_allows(key, model.id)
+
+
+def key_allows(key: KeyInfo, model_id: str) -> bool:
+    allowed = key.allowed_models
+    return allowed is None or model_id in allowed
+
+
+def not_allowed(key: KeyInfo, name: str) -> GatewayError:
+    """The 403 for a model the key's allow-list does not name (both APIs: permission_error)."""
+    listed = ", ".join(sorted(key.allowed_models or ()))
+    return GatewayError(
+        403,
+        f"this API key may not use the model `{name}`; it may use: {listed}",
+        type_="permission_error",
+        param="model",
+    )
+
+
+def check_allowed(key: KeyInfo, model_id: str, name: str) -> None:
+    if not key_allows(key, model_id):
+        raise not_allowed(key, name)
 
 
 @dataclass(slots=True)
@@ -141,6 +162,8 @@ async def resolve_chain(
     if is_auto(name):
         chain = explicit if explicit else policies.get(AUTO_MODEL_ID) or snap.auto_chain
         models = _servable(snap, key, chain, skipped)
+        if not models and chain and not any(key_allows(key, m) for m in chain):
+            raise not_allowed(key, name)
         if not models:
             raise GatewayError(
                 503,
@@ -156,6 +179,8 @@ async def resolve_chain(
     canonical = requested.id if requested is not None else snap.canonical(name)
     if canonical is None:
         raise _unknown(name, openai)
+    # The model asked for must be allowed; fallbacks the key may not use are skipped.
+    check_allowed(key, canonical, name)
     fallbacks = explicit if explicit is not None else policies.get(canonical, ())
     fallbacks = tuple(f for f in fallbacks if f != canonical)[:MAX_CHAIN_MODELS]
     models = _servable(snap, key, (canonical, *fallbacks), skipped)

@@ -171,6 +171,7 @@ class ChainWalk:
                 org_id=self.key.org_id,
                 rpm_limit=self.key.rpm_limit,
                 spend_cap_nano=self.key.spend_cap_nano,
+                cap_period=self.key.spend_cap_period,
                 hold_nano=self.hold_nano,
                 candidates=candidates,
                 # Counted for inference only (requests that take a slot), like slots.

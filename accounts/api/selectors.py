@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import BigIntegerField, F, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    F,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from accounts.models import ApiKey, ManagementKey, Membership, Organization
 from billing.api.selectors import month_start
@@ -32,18 +43,28 @@ def orgs_for_management_key(key: ManagementKey) -> QuerySet[Organization]:
 def api_keys_for_org(
     org: Organization, *, status: str | None = None, now: datetime | None = None
 ) -> QuerySet[ApiKey]:
-    """The org's inference keys, annotated with `month_spend_nano` (this UTC calendar month)."""
-    spend = (
-        UsageRecord.objects.filter(api_key=OuterRef("pk"), created_at__gte=month_start(now))
-        .order_by()
-        .values("api_key")
-        .annotate(total=Sum("cost_nano"))
-        .values("total")
-    )
-    keys = ApiKey.objects.filter(org=org).annotate(
-        month_spend_nano=Coalesce(
-            Subquery(spend, output_field=BigIntegerField()), Value(0, BigIntegerField())
+    """The org's inference keys, annotated with `month_spend_nano` (this UTC calendar month)
+    and `period_spend_nano` (the current period of the key's spend cap: month, day or total)."""
+    start = month_start(now)
+    day = start.replace(day=(now or timezone.now()).astimezone(UTC).day)
+
+    def spent(since: datetime | None) -> Coalesce:
+        rows = UsageRecord.objects.filter(api_key=OuterRef("pk"))
+        if since is not None:
+            rows = rows.filter(created_at__gte=since)
+        total = rows.order_by().values("api_key").annotate(total=Sum("cost_nano")).values("total")
+        return Coalesce(
+            Subquery(total, output_field=BigIntegerField()), Value(0, BigIntegerField())
         )
+
+    keys = ApiKey.objects.filter(org=org).annotate(
+        month_spend_nano=spent(start),
+        period_spend_nano=Case(
+            When(spend_cap_period=ApiKey.CapPeriod.DAY, then=spent(day)),
+            When(spend_cap_period=ApiKey.CapPeriod.TOTAL, then=spent(None)),
+            default=F("month_spend_nano"),
+            output_field=BigIntegerField(),
+        ),
     )
     if status == "active":
         keys = keys.filter(revoked_at__isnull=True)

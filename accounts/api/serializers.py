@@ -183,6 +183,8 @@ class OrgSerializer(serializers.Serializer):
 # --- Inference keys ---------------------------------------------------------------------------
 
 KEY_STATUSES = ["active", "revoked"]
+API_KEY_STATUSES = ["active", "disabled", "expired", "revoked"]
+CAP_PERIODS = ["month", "day", "total"]
 
 
 def _status(key: ApiKey | ManagementKey) -> str:
@@ -191,7 +193,11 @@ def _status(key: ApiKey | ManagementKey) -> str:
 
 class ApiKeyQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(
-        choices=KEY_STATUSES, required=False, allow_null=True, help_text="Only keys in this state."
+        choices=KEY_STATUSES,
+        required=False,
+        allow_null=True,
+        help_text="Only keys in this state (active = not revoked: disabled and expired keys "
+        "are active keys that are refused until enabled or extended).",
     )
 
 
@@ -207,16 +213,47 @@ class ApiKeySerializer(serializers.Serializer):
         read_only=True, allow_null=True, help_text="Requests in flight; null = the default."
     )
     spend_cap_usd = UsdField(
-        source="spend_cap_nano", allow_null=True, help_text="Monthly (UTC) cap; null = none."
+        source="spend_cap_nano",
+        allow_null=True,
+        help_text="Spend cap per `spend_cap_period`; null = none.",
+    )
+    spend_cap_period = serializers.ChoiceField(
+        choices=CAP_PERIODS,
+        read_only=True,
+        help_text="What the cap counts: month (UTC calendar month), day (UTC day) or total.",
     )
     month_to_date_spend_usd = UsdField(source="month_spend_nano")
+    period_spend_usd = UsdField(
+        source="period_spend_nano",
+        help_text="Spend in the current period of the cap (this UTC month, this UTC day, or "
+        "all time): what the cap is compared with.",
+    )
+    allowed_models = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Canonical model ids the key may call; empty = every model.",
+    )
+    expires_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="Refused from this instant; null = never."
+    )
+    disabled = serializers.SerializerMethodField()
+    disabled_at = serializers.DateTimeField(read_only=True, allow_null=True)
     created_at = serializers.DateTimeField(read_only=True)
     last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
     revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
-    @extend_schema_field(serializers.ChoiceField(choices=KEY_STATUSES))
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=API_KEY_STATUSES,
+            help_text="revoked › disabled › expired › active: the first that applies.",
+        )
+    )
     def get_status(self, key: ApiKey) -> str:
-        return _status(key)
+        return key.state
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_disabled(self, key: ApiKey) -> bool:
+        return key.disabled_at is not None
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):
@@ -257,7 +294,40 @@ def _cap_field(**kwargs: Any) -> UsdInputField:
     return UsdInputField(
         allow_null=True,
         required=False,
-        help_text="Monthly (UTC) spend cap in USD; null = none.",
+        help_text="Spend cap in USD per `spend_cap_period`; null = none.",
+        **kwargs,
+    )
+
+
+def _period_field(**kwargs: Any) -> serializers.ChoiceField:
+    return serializers.ChoiceField(
+        choices=CAP_PERIODS,
+        required=False,
+        help_text="What the spend cap counts: month (UTC calendar month, the default), day "
+        "(UTC day) or total; it resets on the period's boundary in UTC.",
+        **kwargs,
+    )
+
+
+def _allowed_field(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        allow_empty=True,
+        allow_null=True,
+        required=False,
+        max_length=100,
+        help_text="Model ids or aliases the key may call (stored as canonical ids); a request "
+        "for another model gets 403 permission_error. Empty or null = every model.",
+        **kwargs,
+    )
+
+
+def _expiry_field(**kwargs: Any) -> serializers.DateTimeField:
+    return serializers.DateTimeField(
+        allow_null=True,
+        required=False,
+        help_text="ISO 8601 instant with a time zone, in the future; from then on the key gets "
+        "401 saying it expired. null = never.",
         **kwargs,
     )
 
@@ -267,15 +337,25 @@ class ApiKeyCreateSerializer(StrictInputSerializer):
     rpm_limit = _rpm_field(default=None)
     max_concurrency = _concurrency_field(default=None)
     spend_cap_usd = _cap_field(default=None)
+    spend_cap_period = _period_field(default="month")
+    allowed_models = _allowed_field(default=None)
+    expires_at = _expiry_field(default=None)
 
 
 class ApiKeyUpdateSerializer(StrictInputSerializer):
-    """PATCH: absent fields keep their value; null clears a limit."""
+    """PATCH: absent fields keep their value; null clears a limit, the allow-list or the
+    expiry."""
 
     name = _name_field()
     rpm_limit = _rpm_field()
     max_concurrency = _concurrency_field()
     spend_cap_usd = _cap_field()
+    spend_cap_period = _period_field()
+    allowed_models = _allowed_field()
+    expires_at = _expiry_field()
+    disabled = serializers.BooleanField(
+        required=False, help_text="true disables the key (401 until enabled again); false enables."
+    )
 
 
 # --- Management keys --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -101,7 +102,7 @@ def service_errors() -> Iterator[None]:
     try:
         yield
     except services.AccountsError as exc:
-        raise ValidationError({"non_field_errors": [str(exc)]}) from exc
+        raise ValidationError({exc.field or "non_field_errors": [str(exc)]}) from exc
 
 
 def actor(request: Request) -> str:
@@ -219,6 +220,9 @@ class ApiKeyListView(OrgScopedAPIView):
                 rpm_limit=data["rpm_limit"],
                 max_concurrency=data["max_concurrency"],
                 spend_cap_nano=data["spend_cap_usd"],
+                spend_cap_period=data["spend_cap_period"],
+                allowed_models=data["allowed_models"],
+                expires_at=data["expires_at"],
                 # A management key is not a person; its actions are attributed in the log line.
                 created_by=None if access.via_management_key else request.user,
             )
@@ -267,9 +271,20 @@ class ApiKeyDetailView(OrgScopedAPIView):
             changes["max_concurrency"] = data["max_concurrency"]
         if "spend_cap_usd" in data:
             changes["spend_cap_nano"] = data["spend_cap_usd"]
-        if changes:
-            with service_errors():
-                account_services.patch_api_key(key=key, **changes)
+        for name in ("spend_cap_period", "allowed_models", "expires_at"):
+            if name in data:
+                changes[name] = data[name]
+        disabled = data.get("disabled")
+        if key.revoked_at is not None and (changes or disabled is not None):
+            raise ValidationError({"non_field_errors": ["a revoked key cannot be changed"]})
+        if changes or disabled is not None:
+            with service_errors(), transaction.atomic():
+                if changes:
+                    account_services.patch_api_key(key=key, **changes)
+                if disabled is not None:
+                    account_services.set_api_key_disabled(key=key, disabled=disabled)
+            if disabled is not None:
+                changes["disabled"] = disabled
             logger.info(
                 "api key updated",
                 extra={
@@ -311,6 +326,50 @@ class ApiKeyRevokeView(ApiKeyDetailView):
     def post(self, request: Request, org_id: int, key_id: int) -> Response:
         _revoke_api_key(request, self.org, self.get_key(key_id))
         return Response(ApiKeySerializer(self.get_key(key_id)).data)
+
+
+class ApiKeyDisableView(ApiKeyDetailView):
+    """Disable an inference key (owners): reversible, unlike revoking."""
+
+    serializer_class = serializers.Serializer  # no body; OPTIONS introspects one
+    http_method_names = ["post", "options"]
+    disabled = True
+
+    @extend_schema(
+        operation_id="keys_disable",
+        summary="Disable a key (owners)",
+        description="Gateways refuse it (401, saying it is disabled) within seconds, until it is "
+        "enabled again. Idempotent.",
+        tags=["keys"],
+        request=None,
+        responses=ApiKeySerializer,
+    )
+    def post(self, request: Request, org_id: int, key_id: int) -> Response:
+        key = self.get_key(key_id)
+        with service_errors():
+            services.set_api_key_disabled(key=key, disabled=self.disabled)
+        logger.info(
+            "api key disabled" if self.disabled else "api key enabled",
+            extra={"org_id": self.org.pk, "key_id": key.pk, "actor": actor(request)},
+        )
+        return Response(ApiKeySerializer(self.get_key(key_id)).data)
+
+
+class ApiKeyEnableView(ApiKeyDisableView):
+    """Enable a disabled inference key again (owners)."""
+
+    disabled = False
+
+    @extend_schema(
+        operation_id="keys_enable",
+        summary="Enable a disabled key (owners)",
+        description="Gateways accept it again within seconds. Idempotent.",
+        tags=["keys"],
+        request=None,
+        responses=ApiKeySerializer,
+    )
+    def post(self, request: Request, org_id: int, key_id: int) -> Response:
+        return super().post(request, org_id, key_id)
 
 
 def _revoke_api_key(request: Request, org: Any, key: ApiKey) -> None:

@@ -114,6 +114,22 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
         raise GatewayError(
             401, "invalid API key", type_="authentication_error", code="invalid_api_key"
         )
+    if info.disabled:
+        raise GatewayError(
+            401,
+            "this API key is disabled; an owner of its organization can enable it again",
+            type_="authentication_error",
+            code="invalid_api_key",
+        )
+    if info.expired(time.time()):
+        assert info.expires_at is not None
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.expires_at))
+        raise GatewayError(
+            401,
+            f"this API key expired at {when} (UTC); create a new key or extend its expiry",
+            type_="authentication_error",
+            code="invalid_api_key",
+        )
     request.key = info
     return info
 
@@ -161,7 +177,9 @@ async def counting_model(
     """The model a token count runs on: the one named, or for ezat/auto its first model (the
     org's chain). Counting never falls back: it is free and answers from one model."""
     if not is_auto(name):
-        return resolve_model(snap, name, fmt)
+        model = resolve_model(snap, name, fmt)
+        chain.check_allowed(key, model.id, name)
+        return model
     models = await chain.resolve_chain(snap, key, name, None, openai=fmt.is_openai)
     return models.models[0]
 
@@ -233,6 +251,8 @@ def invalid_media(exc: InvalidMedia) -> GatewayError:
     return GatewayError(400, exc.message, param=exc.param)
 
 
+_CAP_PERIODS = {"month": "monthly (UTC calendar month)", "day": "daily (UTC)", "total": "total"}
+
 _DECISIONS: dict[type, str] = {
     limits.RateLimited: "rate_limited",
     limits.InsufficientFunds: "insufficient_funds",
@@ -287,7 +307,8 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
         )
     if isinstance(exc, limits.InsufficientFunds):
         message = (
-            "this key's monthly spend cap would be exceeded by this request"
+            f"this key's {_CAP_PERIODS.get(exc.period, 'monthly')} spend cap would be exceeded "
+            "by this request"
             if exc.scope == "key_cap"
             else "the organization's balance is too low for this request; add credit"
         )

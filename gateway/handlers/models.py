@@ -9,10 +9,13 @@
   alike.
 - `ezat/auto` is listed last, with what every model of the caller's org's chain for it shares
   (the catalog's suggested chain unless the org set its own).
+- A key with a model allow-list (issue 19) sees only the models on it (and ezat/auto made of
+  the chain's models on it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -22,6 +25,7 @@ from accounts.fallbackcache import cache as fallback_cache
 from accounts.keycache import KeyInfo
 from catalog.chains import AUTO_MODEL_ID, is_auto
 from catalog.snapshot import CatalogSnapshot, ModelInfo
+from gateway.chain import key_allows, key_may_use
 from gateway.errors import GatewayError, invalid
 from gateway.handlers.common import (
     ANTHROPIC,
@@ -87,7 +91,10 @@ def _cursor(
 
 
 def page(
-    snap: CatalogSnapshot, query: bytes, chain: tuple[str, ...] | None = None
+    snap: CatalogSnapshot,
+    query: bytes,
+    chain: tuple[str, ...] | None = None,
+    keep: Callable[[ModelInfo], bool] | None = None,
 ) -> dict[str, Any]:
     """One page of the Anthropic-shaped list, or a 400 naming the bad parameter."""
     try:
@@ -101,6 +108,8 @@ def page(
             raise invalid(f"limit: must be an integer between 1 and {MAX_LIMIT}", "limit")
         limit = int(raw_limit)
     models = snap.listed(chain)
+    if keep is not None:
+        models = tuple(m for m in models if keep(m))
     after = _cursor(snap, params, "after_id", models, chain)
     before = _cursor(snap, params, "before_id", models, chain)
     if after is not None and before is not None:
@@ -131,15 +140,27 @@ async def _auto_chain(key: KeyInfo) -> tuple[str, ...] | None:
     return (await fallback_cache.chains(key.org_id)).get(AUTO_MODEL_ID)
 
 
+def _for_key(
+    snap: CatalogSnapshot, key: KeyInfo, chain: tuple[str, ...] | None
+) -> tuple[tuple[str, ...] | None, Callable[[ModelInfo], bool] | None]:
+    """What a key with a model allow-list sees: the models on it, and ezat/auto made of the
+    chain's models on it (none: no ezat/auto). A key without one sees everything."""
+    if key.allowed_models is None:
+        return chain, None
+    own = tuple(m for m in (snap.auto_chain if chain is None else chain) if key_allows(key, m))
+    return own, lambda m: m.id == AUTO_MODEL_ID or key_may_use(key, m)
+
+
 async def list_models(request: ApiRequest, send: Send, fmt: ApiFormat) -> int:
     try:
         key = await authenticate(request, fmt)
         snap = await snapshot()
-        chain = await _auto_chain(key)
+        chain, keep = _for_key(snap, key, await _auto_chain(key))
         if fmt.is_openai:
-            payload = {"object": "list", "data": [openai_model(m) for m in snap.listed(chain)]}
+            listed = [m for m in snap.listed(chain) if keep is None or keep(m)]
+            payload = {"object": "list", "data": [openai_model(m) for m in listed]}
         else:
-            payload = page(snap, request.query, chain)
+            payload = page(snap, request.query, chain, keep)
     except GatewayError as err:
         return await fmt.send_error(send, request, err)
     return await _answer(request, send, payload)

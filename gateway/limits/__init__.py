@@ -34,6 +34,7 @@ __all__ = [
     "RateLimited",
     "get_limiter",
     "notify_credit",
+    "open_holds_nano",
     "reset_limiter",
 ]
 
@@ -94,3 +95,23 @@ def notify_credit(org_id: int, amount_nano: int) -> None:
     limiter = _limiter
     if isinstance(limiter, LocalLimiter):
         limiter.notify_credit(org_id, amount_nano)
+
+
+def open_holds_nano(org_id: int) -> int | None:
+    """Σ worst-case cost held right now by the org's requests in flight, for dashboard pages
+    (sync; never on the request path). With Redis: one HGET of the org's `held` field, shared by
+    every gateway process (a crashed request's hold counts until the next admission of the org
+    purges it: conservative). In-process: this process's limiter (the embedded single process).
+    None when it cannot be read (Redis down): the page then says so instead of guessing.
+    """
+    url = getattr(settings, "REDIS_URL", "")
+    if url:
+        from gateway.limits.redis import open_holds_redis
+
+        return open_holds_redis(url, _redis_prefix(), org_id)
+    from gateway.limits.local import LocalLimiter
+
+    limiter = _limiter
+    if isinstance(limiter, LocalLimiter):
+        return limiter.open_holds_now(org_id)
+    return 0  # no limiter in this process yet: nothing held here

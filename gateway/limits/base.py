@@ -25,7 +25,7 @@ class AdmitRequest:
     key_id: int
     org_id: int
     rpm_limit: int
-    spend_cap_nano: int | None  # per calendar month (UTC); None = no cap
+    spend_cap_nano: int | None  # per `cap_period`; None = no cap
     hold_nano: int  # worst-case cost; 0 for free requests (count_tokens): rate limit only
     # (deployment_id, max_concurrency[, share]) in preference order; a slot is taken on the first
     # with room. `share` is the deployment's fair share (1.0 or absent = no share rule), see
@@ -35,6 +35,8 @@ class AdmitRequest:
     # requests that take a deployment slot (inference); count_tokens is governed by RPM alone.
     key_concurrency: int | None = None
     org_concurrency: int | None = None
+    # What the spend cap counts: "month" (UTC calendar month), "day" (UTC day) or "total".
+    cap_period: str = "month"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +57,13 @@ class RateLimited(AdmissionError):
 
 
 class InsufficientFunds(AdmissionError):
-    """`scope` is "key_cap" (the key's monthly spend cap) or "org_balance"."""
+    """`scope` is "key_cap" (the key's spend cap in its `period`) or "org_balance"."""
 
-    def __init__(self, scope: str, rate: RateInfo) -> None:
+    def __init__(self, scope: str, rate: RateInfo, period: str = "month") -> None:
         super().__init__(scope)
         self.scope = scope
         self.rate = rate
+        self.period = period
 
 
 class CapacityExhausted(AdmissionError):
@@ -142,6 +145,10 @@ class Limiter(Protocol):
     ) -> None:
         """Release the request's hold and charge `cost_nano` (0 = nothing) to key and org.
 
+        The key's spend is charged to its current month, and to its current day and its total
+        when those are loaded (a key capped per day or in total), whatever period the key had at
+        admission: settling needs no knowledge of the key's cap.
+
         With `deployment_id`, the request's capacity slot there is released in the same step
         (one round trip instead of two at the end of every request).
         """
@@ -149,4 +156,9 @@ class Limiter(Protocol):
 
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
         """Current concurrent requests per deployment (for the operator console)."""
+        ...
+
+    async def open_holds(self, org_id: int) -> int:
+        """Σ nano-USD held right now by the org's requests in flight (dashboard pages: one
+        small read, never on the request path). 0 when the org has no state here."""
         ...

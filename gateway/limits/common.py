@@ -2,10 +2,10 @@
 
 Seeding protocol (identical in both implementations, see `SeedRunner`)
 ----------------------------------------------------------------------
-Money state (org base, key month spend) lives in memory or Redis and is loaded from the DB when
-missing. Every state keeps `charged` (Σ costs settled since its last (re)seed) and `gen` (a token
-rotated by every seed write). A seed takes a *ticket* (the current `charged` = c0 and `gen`)
-atomically with the admission that discovered the need, THEN reads the DB, then writes
+Money state (org base, key spend in its cap's period) lives in memory or Redis and is loaded from
+the DB when missing. Every state keeps `charged` (Σ costs settled since its last (re)seed) and
+`gen` (a token rotated by every seed write). A seed takes a *ticket* (the current `charged` = c0
+and `gen`) atomically with the admission that discovered the need, THEN reads the DB, then writes
 `value = db ∓ (charged_now − c0)` only if `gen` is unchanged. Why this is never optimistic: the
 gateway writes the usage record before it settles, so a settle counted before the ticket has its
 record committed before the DB read started (included in `db`); a settle after the ticket is
@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
 from django.conf import settings
@@ -196,6 +196,54 @@ def month_ttl_seconds(month: str, now: float) -> int:
     return max(60, int(end.timestamp() - now) + 7 * 86400)
 
 
+# --- spend-cap periods (issue 19): a key's cap counts per UTC month, per UTC day, or in total --
+CAP_PERIODS = ("month", "day", "total")
+TOTAL_PERIOD = "total"
+# A total's state has no end: it is dropped after this long (a later admission reseeds it from
+# the database, which is the truth).
+TOTAL_TTL_SECONDS = 35 * 86400
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def day_id(now: float) -> str:
+    dt = datetime.fromtimestamp(now, UTC)
+    return f"{dt.year:04d}{dt.month:02d}{dt.day:02d}"
+
+
+def period_id(period: str, now: float) -> str:
+    """The id of the cap period containing `now`: "YYYYMM" (month), "YYYYMMDD" (day), "total".
+
+    Month ids are those of the monthly caps before periods existed, so live state carries over.
+    """
+    if period == "day":
+        return day_id(now)
+    if period == TOTAL_PERIOD:
+        return TOTAL_PERIOD
+    return month_id(now)
+
+
+def period_bounds(period: str) -> tuple[datetime, datetime]:
+    """[start, end) of a period id (UTC): the usage records whose spend it counts."""
+    if period == TOTAL_PERIOD:
+        return _EPOCH, _FOREVER
+    if len(period) == 8:
+        start = datetime(int(period[:4]), int(period[4:6]), int(period[6:]), tzinfo=UTC)
+        return start, start + timedelta(days=1)
+    return month_bounds(period)
+
+
+def period_ttl_seconds(period: str, now: float) -> int:
+    """How long a key's period state is kept: a month's a week past its end, a day's two days
+    past its end (late settles), a total's TOTAL_TTL_SECONDS (reseeded when it comes back)."""
+    if period == TOTAL_PERIOD:
+        return TOTAL_TTL_SECONDS
+    if len(period) == 8:
+        _, end = period_bounds(period)
+        return max(60, int(end.timestamp() - now) + 2 * 86400)
+    return month_ttl_seconds(period, now)
+
+
 # --- seeding -------------------------------------------------------------------------------------
 class MoneySource(Protocol):
     """Where money state comes from when it is missing or stale (the DB: seed.DbMoneySource)."""
@@ -213,7 +261,7 @@ class MoneySource(Protocol):
 class SeedTicket:
     scope: Literal["org", "key"]
     ident: int  # org id or key id
-    month: str  # "YYYYMM" for a key's month spend, "" for an org
+    month: str  # the key's cap period id (period_id: "YYYYMM", "YYYYMMDD", "total"), "" for an org
     charged: int  # c0: the state's `charged` when the ticket was taken (before the DB read)
     gen: str  # the state's generation; the write applies only if unchanged
     mode: Literal["init", "reseed"]
@@ -247,7 +295,7 @@ class SeedRunner:
         if ticket.scope == "org":
             value = await self._money.org_available(ticket.ident)
         else:
-            start, end = month_bounds(ticket.month)
+            start, end = period_bounds(ticket.month)
             value = await self._money.key_month_spent(ticket.ident, start, end)
         written = await self._write(ticket, value)
         if written:

@@ -35,6 +35,7 @@ from gateway.limits.common import (
     SeedRunner,
     SeedTicket,
     candidate_share,
+    day_id,
     fair_share_active_seconds,
     hold_ttl_seconds,
     minute_window,
@@ -96,8 +97,10 @@ class LocalLimiter:
         self._rpm: dict[int, tuple[int, int]] = {}  # key id -> (minute, count)
         self._rpm_minute = -1
         self._orgs: dict[int, _OrgState] = {}
+        # (key id, period id) -> the key's spend in that cap period (common.period_id)
         self._months: dict[tuple[int, str], _KeyMonth] = {}
         self._current_month = ""
+        self._current_day = ""
         # deployment -> request id -> (lease end, org); insertion order = expiry order
         self._slots: dict[int, dict[str, tuple[float, int]]] = {}
         self._org_slots: dict[int, dict[int, int]] = {}  # deployment -> org -> live slots
@@ -147,7 +150,7 @@ class LocalLimiter:
             org = self._orgs.setdefault(req.org_id, _OrgState())
             self._purge_holds(org, now)
             km: _KeyMonth | None = None
-            month = self._current_month
+            month = self._period(req.cap_period)
             need: list[SeedTicket] = []
             if org.base is None:
                 need.append(SeedTicket("org", req.org_id, "", org.charged, str(org.gen), "init"))
@@ -176,7 +179,7 @@ class LocalLimiter:
             if km is not None and km.spent is not None and cap is not None:
                 key_used = km.spent + org.key_held.get(req.key_id, 0)
                 if key_used + req.hold_nano > cap:
-                    raise InsufficientFunds("key_cap", rate_now)
+                    raise InsufficientFunds("key_cap", rate_now, req.cap_period)
             if req.hold_nano > org.base - org.held:
                 raise InsufficientFunds("org_balance", rate_now)
 
@@ -294,6 +297,14 @@ class LocalLimiter:
                 km.charged += cost_nano
                 if km.spent is not None:
                     km.spent += cost_nano
+                # Day and total states exist only for keys capped that way (or a seed in
+                # flight for one): charged when present, like the Redis script.
+                for other in (day_id(now), "total"):
+                    state = self._months.get((key_id, other))
+                    if state is not None:
+                        state.charged += cost_nano
+                        if state.spent is not None:
+                            state.spent += cost_nano
 
     # --- seeding ----------------------------------------------------------------------------
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
@@ -494,13 +505,35 @@ class LocalLimiter:
         with self._lock:
             return {d: len(self._live_slots(d, now)) for d in deployment_ids}
 
+    async def open_holds(self, org_id: int) -> int:
+        return self.open_holds_now(org_id)
+
+    def open_holds_now(self, org_id: int) -> int:
+        """Sync (dashboard pages in the embedded single process; any thread: under the lock)."""
+        now = self._clock()
+        with self._lock:
+            org = self._orgs.get(org_id)
+            if org is None:
+                return 0
+            self._purge_holds(org, now)
+            return max(0, org.held)
+
     # --- bounds -----------------------------------------------------------------------------
     def _prune(self, minute: int, now: float) -> None:
-        """Drop finished minute windows and past months' spend, once per minute/month change."""
+        """Drop finished minute windows and past periods' spend, once per minute/day change."""
         if minute != self._rpm_minute:
             self._rpm_minute = minute
             self._rpm = {k: w for k, w in self._rpm.items() if w[0] == minute}
-            month = month_id(now)
-            if month != self._current_month:
-                self._current_month = month
-                self._months = {k: m for k, m in self._months.items() if k[1] == month}
+            month, day = month_id(now), day_id(now)
+            if month != self._current_month or day != self._current_day:
+                self._current_month, self._current_day = month, day
+                keep = (month, day, "total")
+                self._months = {k: m for k, m in self._months.items() if k[1] in keep}
+
+    def _period(self, period: str) -> str:
+        """The current id of a cap period (kept current by _prune, like the minute)."""
+        if period == "day":
+            return self._current_day
+        if period == "total":
+            return "total"
+        return self._current_month

@@ -49,17 +49,21 @@ from gateway.limits.common import (
     ERRORS,
     FAIL_OPEN,
     SETTLED_MARKER_SECONDS,
+    TOTAL_PERIOD,
     Heartbeat,
     Lease,
     MoneySource,
     SeedRunner,
     SeedTicket,
     candidate_share,
+    day_id,
     failopen_rpm,
     fair_share_active_seconds,
     hold_ttl_seconds,
     month_id,
     month_ttl_seconds,
+    period_id,
+    period_ttl_seconds,
     reseed_seconds,
     retry_after,
     share_caps,
@@ -279,7 +283,8 @@ class RedisLimiter:
 
     async def _run_admit(self, req: AdmitRequest) -> list[Any]:
         conn = self._redis()
-        month = month_id(self._wall())
+        wall = self._wall()
+        month = period_id(req.cap_period, wall)  # the cap's period (a month before periods)
         org, hexp, hold = self._org_keys(req.org_id)
         keys = [f"{self._p}rpm:{req.key_id}", org, hexp, hold, self._kmon_key(req.key_id, month)]
         keys += [self._conc_key("k", req.key_id), self._conc_key("o", req.org_id)]
@@ -293,7 +298,7 @@ class RedisLimiter:
             req.hold_nano,
             int(hold_ttl_seconds() * 1000),
             int(reseed_seconds() * 1000),
-            month_ttl_seconds(month, self._wall()),
+            period_ttl_seconds(month, wall),
             self._now_arg(),
             "" if req.key_concurrency is None else req.key_concurrency,
             "" if req.org_concurrency is None else req.org_concurrency,
@@ -337,7 +342,9 @@ class RedisLimiter:
             self._seeder.reseed_later(reseeds)
         rate_now = RateInfo(limit, max(0, limit - count), reset_at)
         if status == _FUNDS:
-            raise InsufficientFunds("key_cap" if int(res[4]) == 1 else "org_balance", rate_now)
+            if int(res[4]) == 1:
+                raise InsufficientFunds("key_cap", rate_now, req.cap_period)
+            raise InsufficientFunds("org_balance", rate_now)
         if status == _CAPACITY:
             raise CapacityExhausted(rate_now, 1)
         if status == _CONCURRENCY:
@@ -365,7 +372,7 @@ class RedisLimiter:
             key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", "-", 0
         else:
             key, fld, sign = self._kmon_key(ticket.ident, ticket.month), "spent", ""
-            ttl = month_ttl_seconds(ticket.month, self._wall())
+            ttl = period_ttl_seconds(ticket.month, self._wall())
         args = [fld, value, ticket.charged, ticket.gen, ticket.mode, sign, ttl, self._now_arg()]
         try:
             return bool(await self._redis().seed(keys=[key], args=args))
@@ -397,14 +404,22 @@ class RedisLimiter:
             if lease_keys:
                 await self._release(request_id, org_id, lease_keys, "settle")
             return
-        month = month_id(self._wall())
-        # The leases go in the same script: one round trip at the end of a request.
-        keys = [*self._org_keys(org_id), self._kmon_key(key_id, month), *lease_keys]
+        wall = self._wall()
+        month = month_id(wall)
+        # The leases go in the same script: one round trip at the end of a request. The day
+        # and total states are charged only where they exist (keys capped that way).
+        keys = [
+            *self._org_keys(org_id),
+            self._kmon_key(key_id, month),
+            self._kmon_key(key_id, day_id(wall)),
+            self._kmon_key(key_id, TOTAL_PERIOD),
+            *lease_keys,
+        ]
         args = [
             request_id,
             max(0, cost_nano),
             int(SETTLED_MARKER_SECONDS * 1000),
-            month_ttl_seconds(month, self._wall()),
+            month_ttl_seconds(month, wall),
             self._now_arg(),
             org_id,
         ]
@@ -506,6 +521,16 @@ class RedisLimiter:
                 logger.warning("limits: %d leases lapsed before their heartbeat", lost)
                 ERRORS.labels("lease_lapsed").inc(lost)
 
+    async def open_holds(self, org_id: int) -> int:
+        """The org's `held` field: one HGET (expired holds are purged by the next admission,
+        so this may count a hold of a crashed request until then: conservative)."""
+        try:
+            held = await self._redis().client.hget(self._org_keys(org_id)[0], "held")
+        except UNREACHABLE as exc:
+            self._trip("open_holds", exc)
+            raise LimiterUnavailable("open holds are unavailable (Redis)") from exc
+        return max(0, int(held or 0))
+
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
         if not deployment_ids:
             return {}
@@ -546,6 +571,17 @@ def notify_credit_redis(url: str, prefix: str, org_id: int, amount_nano: int) ->
         logger.warning("limits: credit notification for org %s failed: %s", org_id, exc)
 
 
+def open_holds_redis(url: str, prefix: str, org_id: int) -> int | None:
+    """The org's open holds (sync, for dashboard pages): one HGET; None if Redis is down."""
+    try:
+        held = _sync_client(url).hget(f"{prefix}org:{org_id}", "held")
+    except UNREACHABLE as exc:
+        ERRORS.labels("open_holds").inc()
+        logger.warning("limits: open holds of org %s unavailable: %s", org_id, exc)
+        return None
+    return max(0, int(held or 0))  # type: ignore[arg-type]
+
+
 def close_sync_clients() -> None:
     with _sync_lock:
         for client in _sync_clients.values():
@@ -553,4 +589,4 @@ def close_sync_clients() -> None:
         _sync_clients.clear()
 
 
-__all__ = ["RedisLimiter", "close_sync_clients", "notify_credit_redis"]
+__all__ = ["RedisLimiter", "close_sync_clients", "notify_credit_redis", "open_holds_redis"]

@@ -10,6 +10,10 @@ Key layout (prefix `ezat:` by default; {…} are ids):
   ezat:org:{org}:hold       HASH  request id -> "amount:key" (live hold) or "s" (settled marker)
   ezat:kmon:{key}:{YYYYMM}  HASH  spent (this month), charged, gen, seeded_at
                                   (EXPIRE a week after the month ends)
+  ezat:kmon:{key}:{YYYYMMDD}  HASH  the same for a key capped per UTC day (EXPIRE two days
+                                  after the day ends); only keys with a daily cap have one
+  ezat:kmon:{key}:total     HASH  the same for a key capped in total (EXPIRE 35 days: then
+                                  reseeded from the database)
   ezat:slots:{deployment}   ZSET  request id -> lease end ms
   ezat:slots:{deployment}:o:{org}  ZSET  the org's request ids there -> lease end ms
   ezat:slots:{deployment}:orgs     ZSET  org -> latest lease end of its slots there
@@ -95,8 +99,8 @@ local function take_slot(b, rid, orgid, untl, keep)
 end
 """
 
-# KEYS: rpm, org, hexp, hold, kmon, key conc, org conc, then 4 per candidate deployment: slots,
-# the org's slots there, its :orgs, its :ref.
+# KEYS: rpm, org, hexp, hold, kmon (of the key's cap period), key conc, org conc, then 4 per
+# candidate deployment: slots, the org's slots there, its :orgs, its :ref.
 # ARGV: request id, key id, rpm limit, cap ("" = none), hold, hold ttl ms, reseed ms, kmon ttl s,
 # now ms ("" = TIME), key conc limit ("" = none), org conc limit ("" = none), org id, lease ms,
 # active window ms, then 3 per candidate: max concurrency, cap when shared, cap when alone.
@@ -243,8 +247,12 @@ return reply(0, chosen)
 """
 )
 
-# KEYS: org, hexp, hold, kmon (month of settle time), then the request's lease sets (drop_leases)
-# ARGV: request id, cost, marker ms, kmon ttl s, now ms ("" = TIME), org id.
+# KEYS: org, hexp, hold, kmon (month of settle time), kmon of the day of settle time, kmon
+# "total", then the request's lease sets (drop_leases).
+# ARGV: request id, cost, marker ms, month kmon ttl s, now ms ("" = TIME), org id.
+# The month's state is always charged (created if missing); the day's and the total's only when
+# they exist: they exist for keys capped per day or in total (an initial seed creates the hash,
+# with its gen, before it reads the database, so a seed in flight is never missed).
 # Returns 1 settled, 0 no-op.
 SETTLE = (
     _PRELUDE
@@ -252,7 +260,7 @@ SETTLE = (
 local org, hexp, holds, kmon = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local rid, cost_s = ARGV[1], ARGV[2]
 local now = clock(ARGV[5])
-drop_leases(5, rid, ARGV[6], now)
+drop_leases(7, rid, ARGV[6], now)
 local v = redis.call('HGET', holds, rid)
 if v == 's' then return 0 end
 if v then release(org, v) end
@@ -271,6 +279,14 @@ if tonumber(cost_s) > 0 then
     redis.call('HINCRBY', kmon, 'spent', cost_s)
   end
   if redis.call('TTL', kmon) < 0 then redis.call('EXPIRE', kmon, tonumber(ARGV[4])) end
+  for i = 5, 6 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      redis.call('HINCRBY', KEYS[i], 'charged', cost_s)
+      if redis.call('HEXISTS', KEYS[i], 'spent') == 1 then
+        redis.call('HINCRBY', KEYS[i], 'spent', cost_s)
+      end
+    end
+  end
 end
 return 1
 """

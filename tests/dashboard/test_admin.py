@@ -150,6 +150,12 @@ def test_admin_revoke_and_limits(world: World, operator: Client) -> None:
     assert response.status_code == 302
     key.refresh_from_db()
     assert (key.name, key.rpm_limit, key.spend_cap_nano) == ("renamed", 5, 1_500_000_000)
+    assert key.spend_cap_period == "month"  # absent from the form: kept
+    period = {"name": "renamed", "spend_cap_usd": "1.5", "spend_cap_period": "day"}
+    assert operator.post(url, period).status_code == 302
+    key.refresh_from_db()
+    assert key.spend_cap_period == "day"
+    assert "/ day" in operator.get(reverse("admin:accounts_apikey_changelist")).content.decode()
     operator.post(
         reverse("admin:accounts_apikey_changelist"),
         {"action": "revoke_keys", ACTION_CHECKBOX_NAME: [key.pk]},

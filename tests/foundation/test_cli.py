@@ -74,6 +74,20 @@ def test_create_key_prints_secret_last_and_stores_only_hash() -> None:
     assert secret not in str(ApiKey.objects.values().get(pk=key.pk))
 
 
+def test_create_key_with_a_cap_period_and_an_allow_list() -> None:
+    from catalog.services import load_catalog
+
+    load_catalog()
+    run("create_org", "Acme")
+    run(
+        "create_key", "Acme", "--spend-cap-usd", "1", "--cap-period", "day",
+        "--allow-model", "claude-opus-5", "--allow-model", "anthropic/claude-haiku-5-5",
+    )  # fmt: skip
+    key = ApiKey.objects.get(org__name="Acme")
+    assert key.spend_cap_period == "day"
+    assert key.allowed_models == ["anthropic/claude-opus-5", "anthropic/claude-haiku-5-5"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -81,6 +95,8 @@ def test_create_key_prints_secret_last_and_stores_only_hash() -> None:
         (("create_key", "Acme", "--rpm", "0"), "at least 1"),
         (("create_key", "Acme", "--rpm", "ten"), "not an integer"),
         (("create_key", "Acme", "--spend-cap-usd", "lots"), "not a number"),
+        (("create_key", "Acme", "--allow-model", "gpt-nothing"), "unknown model"),
+        (("create_key", "Acme", "--cap-period", "weekly"), "invalid choice"),
     ],
 )
 def test_create_key_bad_input(args: tuple[str, ...], message: str) -> None:

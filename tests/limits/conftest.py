@@ -43,7 +43,8 @@ class StaticMoney:
 
     def __init__(self) -> None:
         self.org: dict[int, int] = {}
-        self.key: dict[tuple[int, str], int] = {}  # (key id, "YYYYMM") -> spent
+        # (key id, period id: "YYYYMM", "YYYYMMDD" or "total") -> spent
+        self.key: dict[tuple[int, str], int] = {}
         self.calls = 0
         self.gate: asyncio.Event | None = None
         self.error: BaseException | None = None
@@ -61,7 +62,13 @@ class StaticMoney:
 
     async def key_month_spent(self, key_id: int, start: datetime, end: datetime) -> int:
         await self._enter()
-        return self.key.get((key_id, start.strftime("%Y%m")), 0)
+        if start.year <= 2000:  # a total: common.period_bounds("total")
+            label = "total"
+        elif (end - start).days == 1:
+            label = start.strftime("%Y%m%d")
+        else:
+            label = start.strftime("%Y%m")
+        return self.key.get((key_id, label), 0)
 
     def close(self) -> None:
         pass

@@ -22,6 +22,19 @@ class Command(BaseCommand):
         )
         parser.add_argument("--spend-cap-usd", type=usd("--spend-cap-usd"))
         parser.add_argument(
+            "--cap-period",
+            choices=list(ApiKey.CapPeriod.values),
+            default=ApiKey.CapPeriod.MONTH,
+            help="what --spend-cap-usd counts: a UTC month (default), a UTC day, or all time",
+        )
+        parser.add_argument(
+            "--allow-model",
+            action="append",
+            default=[],
+            metavar="MODEL",
+            help="a model the key may call (repeat it; default: every model)",
+        )
+        parser.add_argument(
             "--replace",
             action="store_true",
             help="revoke the org's active keys of the same --name (re-runs do not pile keys up)",
@@ -46,6 +59,8 @@ class Command(BaseCommand):
                     rpm_limit=options["rpm"],  # type: ignore[arg-type]
                     max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
                     spend_cap_nano=cap_nano,
+                    spend_cap_period=str(options["cap_period"]),
+                    allowed_models=list(options["allow_model"]),  # type: ignore[call-overload]
                 )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc
