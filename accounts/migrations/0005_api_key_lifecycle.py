@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='apikey',
             name='disabled_at',
-            field=models.DateTimeField(blank=True, help_text='Set while the key is disabled (reversible, unlike revoke).', null=True),
+            field=models.DateTimeField(blank=True, help_text='Set while the key is disabled (reversible, unlike revoking).', null=True),
         ),
         migrations.AddField(
             model_name='apikey',
