@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole suite as parallel shards: one pytest process per shard, started together, each over
-# whole test directories in the suite's own order, each with its own test database
+# whole test directories (the end-to-end one halved by file name) in the suite's own order, each with its own test database
 # (`EZAT_TEST_SHARD` names it, tests/services.py) and its own private Redis (every pytest
 # process starts one). Fails when any shard fails or collects nothing.
 #
@@ -9,7 +9,7 @@
 # processes finish in well under the serial time. But xdist hands out files in an order of its
 # own, and several suites legitimately share their session's database with committed data (the
 # e2e stack seeds the catalog once per session; transactional tests count what is committed).
-# A shard of whole directories runs its tests in the order a one-process run gives them (pytest's
+# A shard of whole directories (or files) runs its tests in the order a one-process run gives them (pytest's
 # collection order, then pytest-django's stable sort by database use): a subsequence of that run,
 # and exactly what an engineer gets from `pytest tests/<dir>`.
 #
@@ -20,15 +20,19 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-declare -a NAMES=(e2e slow)
+# The end-to-end directory is split by file name in two: it is the largest, and each half
+# starts a stack (gateway, simulators) of its own.
+declare -a NAMES=(e2e-a e2e-m slow)
 declare -A DIRS=(
-    [e2e]="tests/e2e"
+    [e2e-a]="tests/e2e/test_[a-l]*.py"
+    [e2e-m]="tests/e2e/test_[m-z]*.py"
     [slow]="tests/bench tests/browser tests/foundation"
 )
+covered=" tests/e2e tests/bench tests/browser tests/foundation "
 rest=()
 for dir in tests/*/; do
     dir=${dir%/}
-    case " ${DIRS[*]} " in *" $dir "*) continue ;; esac
+    case "$covered" in *" $dir "*) continue ;; esac
     [ "$dir" = tests/clients ] && continue  # client projects the e2e tests drive, not tests
     compgen -G "$dir/test_*.py" >/dev/null || compgen -G "$dir/**/test_*.py" >/dev/null || continue
     rest+=("$dir")
