@@ -162,6 +162,7 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(600)  # above the subprocess's own 420 s: its error says what hung
 def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     markdown, results = _run_quick(tmp_path, timeout=420)
     keys = _matrix_keys(results, "gateway")

@@ -220,6 +220,7 @@ TIMING = {"real_seconds", "gateway_cpu_ms_per_request", "redis_commands_per_requ
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(720)  # two quick runs of up to 300 s each (a loaded 2-core box)
 def test_same_seed_same_numbers_through_the_gateway(tmp_path: Path) -> None:
     """Two quick runs with one seed: every figure equal (no timings are asserted). The runs
     chosen are the ones whose routing could depend on timing: random and least busy draw from
