@@ -12,9 +12,16 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts import urls as accounts_urls
+from alerts import urls as alerts_urls
 from billing import urls as billing_urls
+from playground import urls as playground_urls
 
-dashboard_patterns = [*billing_urls.urlpatterns, *accounts_urls.urlpatterns]
+dashboard_patterns = [
+    *billing_urls.urlpatterns,
+    *accounts_urls.urlpatterns,
+    *playground_urls.urlpatterns,
+    *alerts_urls.urlpatterns,
+]
 
 urlpatterns: list = [
     path(

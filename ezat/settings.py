@@ -51,6 +51,8 @@ INSTALLED_APPS = [
     "catalog",
     "gateway",
     "billing",
+    "alerts",
+    "playground",
 ]
 
 MIDDLEWARE = [
@@ -143,6 +145,14 @@ CELERY_BEAT_SCHEDULE = {
     "purge-stored-responses": {
         "task": "gateway.tasks.purge_stored_responses",
         "schedule": env.float("EZAT_RESPONSE_PURGE_INTERVAL", default=3600.0),
+    },
+    "evaluate-alerts": {
+        "task": "alerts.tasks.evaluate_alerts",
+        "schedule": env.float("EZAT_ALERT_INTERVAL", default=30.0),
+    },
+    "expire-playground-keys": {
+        "task": "playground.tasks.revoke_expired_keys",
+        "schedule": env.float("EZAT_PLAYGROUND_SWEEP_INTERVAL", default=300.0),
     },
     "purge-request-log": {
         "task": "billing.tasks.purge_request_log",
@@ -279,6 +289,15 @@ if EZAT_SLOT_HEARTBEAT_SECONDS * 2 > EZAT_SLOT_LEASE_SECONDS:
 EZAT_THINKING_TTL_SECONDS = env.int("EZAT_THINKING_TTL_SECONDS", default=3600)
 # Image URLs: loopback hosts are refused unless a test turns this on.
 EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
+# Alerts (alerts/): webhook URLs follow the image rules (public addresses only); the loopback
+# switch is for tests with a local receiver. Failed webhooks retry after base × 2^n seconds.
+EZAT_WEBHOOK_ALLOW_LOOPBACK = env.bool("EZAT_WEBHOOK_ALLOW_LOOPBACK", default=False)
+EZAT_ALERT_RETRY_BASE_SECONDS = env.float("EZAT_ALERT_RETRY_BASE_SECONDS", default=10.0)
+EZAT_ALERT_WEBHOOK_MAX_RETRIES = env.int("EZAT_ALERT_WEBHOOK_MAX_RETRIES", default=8)
+# Playground (playground/): its per-session key is revoked this long after it was minted.
+EZAT_PLAYGROUND_KEY_TTL_SECONDS = env.int("EZAT_PLAYGROUND_KEY_TTL_SECONDS", default=3600)
+# Where the Playground sends its requests; empty = this server, at the address the browser used.
+EZAT_PLAYGROUND_GATEWAY_URL = env.str("EZAT_PLAYGROUND_GATEWAY_URL", default="")
 # Downloaded image bytes (base64) all requests of one process may hold at once, and how long a
 # request waits for room before a 503 (gateway/images/memory.py).
 EZAT_IMAGE_MEMORY_BUDGET = env.int("EZAT_IMAGE_MEMORY_BUDGET", default=256 * 1024 * 1024)

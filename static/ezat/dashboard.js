@@ -1,6 +1,16 @@
 // Progressive enhancements only: every form works without this file.
 (function () {
   "use strict";
+  document.documentElement.classList.add("js");
+
+  // The phone layout's menu button: the nav and account links collapse behind it.
+  document.querySelectorAll(".nav-toggle").forEach(function (button) {
+    var bar = button.closest(".topbar");
+    button.addEventListener("click", function () {
+      var open = bar.classList.toggle("open");
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  });
 
   // Selects that submit their form on change (org switcher, member roles).
   document.querySelectorAll("form[data-autosubmit] select").forEach(function (select) {

@@ -1,0 +1,148 @@
+"""Relays one Playground run to the gateway's own Chat Completions API and streams it back.
+
+The browser never holds a key: it POSTs {model, reasoning, system, prompt} to the dashboard
+(session cookie + CSRF token, org checked by `org_view`); the dashboard calls the gateway with
+the session's Playground key, passes the gateway's SSE through unchanged, then appends one
+`event: ezat_usage` with the tokens and the exact cost billed (the usage record the gateway
+wrote, looked up by request id within the org). A refused request (bad input, no balance, rate
+limit) comes back as `event: ezat_error` carrying the gateway's own status and error body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+from asgiref.sync import sync_to_async
+from django.urls import reverse
+
+from billing.models import UsageRecord
+from ezat import money
+
+REASONING_LEVELS = ("", "none", "minimal", "low", "medium", "high", "xhigh", "max")
+USAGE_WAIT_S = 15.0
+TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+
+
+class PlaygroundInputError(ValueError):
+    """A malformed run request (not the prompt's content: the gateway validates that)."""
+
+
+def chat_body(data: Any) -> dict[str, Any]:
+    """The Chat Completions request for a run. Pure."""
+    if not isinstance(data, dict):
+        raise PlaygroundInputError("the body must be a JSON object")
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise PlaygroundInputError("model: choose a model")
+    system, prompt = data.get("system", ""), data.get("prompt", "")
+    if not isinstance(system, str):
+        raise PlaygroundInputError("system: must be text")
+    if not isinstance(prompt, str):
+        raise PlaygroundInputError("prompt: must be text")
+    reasoning = data.get("reasoning", "")
+    if reasoning not in REASONING_LEVELS:
+        raise PlaygroundInputError(f"reasoning: one of {', '.join(REASONING_LEVELS[1:])}")
+    messages: list[dict[str, str]] = []
+    if system.strip():
+        messages.append({"role": "system", "content": system})
+    # An empty prompt is sent as is: the gateway's validation answers it, as for any client.
+    messages.append({"role": "user", "content": prompt})
+    body: dict[str, Any] = {
+        "model": model.strip(),
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if reasoning:
+        body["reasoning_effort"] = reasoning
+    return body
+
+
+def sse(event: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def _usage(org_id: int, request_id: str) -> dict[str, Any] | None:
+    record = (
+        UsageRecord.objects.filter(org_id=org_id, request_id=request_id)
+        .only(
+            "request_id",
+            "model_id",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_5m_tokens",
+            "cache_write_1h_tokens",
+            "reasoning_tokens",
+            "cost_nano",
+        )
+        .first()
+    )
+    if record is None:
+        return None
+    return {
+        "request_id": record.request_id,
+        "model": record.model_id,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cache_read_tokens": record.cache_read_tokens,
+        "cache_write_tokens": record.cache_write_5m_tokens + record.cache_write_1h_tokens,
+        "reasoning_tokens": record.reasoning_tokens,
+        "cost_nano": record.cost_nano,
+        "cost_usd": money.usd_from_nano(record.cost_nano),
+        "detail_url": reverse("dashboard:request", args=[record.request_id]),
+    }
+
+
+async def _wait_for_usage(org_id: int, request_id: str) -> dict[str, Any] | None:
+    """The gateway writes the usage record before its last event; a group commit may land a
+    moment later, so poll briefly."""
+    deadline = time.monotonic() + USAGE_WAIT_S
+    lookup = sync_to_async(_usage, thread_sensitive=False)
+    while True:
+        found = await lookup(org_id, request_id)
+        if found is not None or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.1)
+
+
+async def relay(url: str, secret: str, body: dict[str, Any], org_id: int) -> AsyncIterator[bytes]:
+    started = time.monotonic()
+    headers = {"Authorization": f"Bearer {secret}", "Accept": "text/event-stream"}
+    try:
+        async with (
+            httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client,
+            client.stream("POST", url, content=orjson.dumps(body), headers=headers) as resp,
+        ):
+            request_id = resp.headers.get("x-request-id", "")
+            if resp.status_code != 200:
+                raw = await resp.aread()
+                try:
+                    error: Any = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    error = {"error": {"message": raw.decode("utf-8", "replace")[:500]}}
+                yield sse(
+                    "ezat_error",
+                    {"status": resp.status_code, "request_id": request_id, "body": error},
+                )
+                return
+            yield sse("ezat_start", {"request_id": request_id})
+            async for chunk in resp.aiter_raw():
+                yield chunk
+    except httpx.HTTPError as exc:
+        yield sse(
+            "ezat_error",
+            {"status": 502, "body": {"error": {"message": f"gateway unreachable: {exc!s}"}}},
+        )
+        return
+    usage = await _wait_for_usage(org_id, request_id) if request_id else None
+    yield sse(
+        "ezat_usage",
+        {"request_id": request_id, "elapsed_ms": int((time.monotonic() - started) * 1000)}
+        | (usage or {"missing": True}),
+    )
