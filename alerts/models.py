@@ -57,7 +57,8 @@ class AlertState(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.org_id} {self.kind} {self.subject}: {'crossed' if self.triggered else 'armed'}"
+        state = "crossed" if self.triggered else "armed"
+        return f"{self.org_id} {self.kind} {self.subject}: {state}"
 
 
 class AlertEvent(models.Model):
