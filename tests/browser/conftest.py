@@ -52,6 +52,8 @@ SERVER_ENV = {
     "EZAT_KEY_CACHE_TTL": "0.5",
     "EZAT_CATALOG_POLL_INTERVAL": "0.5",
     "LOG_LEVEL": "WARNING",
+    # Alert webhooks to the tests' receiver on 127.0.0.1 (test-only switch).
+    "EZAT_WEBHOOK_ALLOW_LOOPBACK": "true",
 }
 
 if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
