@@ -133,6 +133,8 @@ CELERY_RESULT_BACKEND = None
 # Without Redis there is no broker: run tasks in-process so the embedded default still reconciles.
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
+# The queue tasks are sent to when none is named (tests run private workers on their own).
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
