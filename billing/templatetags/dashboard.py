@@ -6,6 +6,7 @@ no CDN, and a screenshot or a no-JS browser sees the same picture.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
@@ -135,6 +136,27 @@ def _usd_axis(nano: float) -> str:
     return f"${text}"
 
 
+def series_colour(label: str) -> str:
+    """A series' colour, derived from its label (the model id, or the key's label): the same on
+    every page and every load, whatever the series' rank (issue 19)."""
+    digest = hashlib.blake2s(label.encode(), digest_size=2).digest()
+    return PALETTE[int.from_bytes(digest, "big") % len(PALETTE)]
+
+
+def _ceiling(peak: float, *, integer: bool) -> float:
+    """The top gridline. Counts (tokens) get integer quarter ticks: the top is 4 × a whole
+    step, never 0.25 tokens."""
+    if not integer:
+        return _nice_ceiling(peak)
+    step = max(1, math.ceil(_nice_ceiling(peak / 4)))
+    return float(step * 4)
+
+
+# Axis text is 11 px on a desktop and 16 user units on a phone (dashboard.css); a label's
+# width is budgeted at 10 user units per character so the longest one fits left of the axis.
+AXIS_CHAR_WIDTH = 10
+
+
 @register.simple_tag
 def stacked_bar_chart(
     days: Sequence[date],
@@ -152,11 +174,19 @@ def stacked_bar_chart(
     )
     values = [list(getattr(s, metric)) for s in series]
     labels = [str(getattr(s, "label", "")) for s in series]
-    left, right, top, bottom = 68, 12, 12, 30
-    plot_w, plot_h = width - left - right, height - top - bottom
     totals = [sum(v[i] for v in values) for i in range(len(days))]
     peak = max(totals, default=0)
-    ceiling = _nice_ceiling(peak)
+    if peak == 0:
+        # No axes to misread: just the message (issue 19).
+        return format_html(
+            '<p class="chart-empty muted" role="img" aria-label="{}">No usage in this period</p>',
+            title,
+        )
+    ceiling = _ceiling(peak, integer=metric != "cost")
+    ticks = [fmt(ceiling * i / 4) for i in range(5)]
+    right, top, bottom = 12, 12, 30
+    left = max(48, 12 + AXIS_CHAR_WIDTH * max(len(t) for t in ticks))
+    plot_w, plot_h = width - left - right, height - top - bottom
     parts: list[str] = [
         format_html(
             '<svg class="chart" viewBox="0 0 {} {}" role="img" aria-label="{}" '
@@ -168,7 +198,6 @@ def stacked_bar_chart(
         format_html("<title>{}</title>", title),
     ]
     for i in range(5):  # gridlines at 0, ¼, ½, ¾ and the top
-        value = ceiling * i / 4
         y = top + plot_h - plot_h * i / 4
         parts.append(
             format_html(
@@ -180,7 +209,7 @@ def stacked_bar_chart(
                 f"{y:.1f}",
                 left - 6,
                 f"{y + 4:.1f}",
-                fmt(value),
+                ticks[i],
             )
         )
     n = max(len(days), 1)
@@ -190,7 +219,7 @@ def stacked_bar_chart(
     for i, day in enumerate(days):
         x = left + slot * i + (slot - bar) / 2
         base = top + plot_h
-        for colour_index, (label, vals) in enumerate(zip(labels, values, strict=True)):
+        for label, vals in zip(labels, values, strict=True):
             value = vals[i]
             if not value:
                 continue
@@ -204,7 +233,7 @@ def stacked_bar_chart(
                     f"{base:.2f}",
                     f"{bar:.2f}",
                     f"{max(h, 0.5):.2f}",
-                    PALETTE[colour_index % len(PALETTE)],
+                    series_colour(label),
                     day.isoformat(),
                     label,
                     tip(value),
@@ -219,15 +248,6 @@ def stacked_bar_chart(
                     day.strftime("%b %-d"),
                 )
             )
-    if peak == 0:
-        parts.append(
-            format_html(
-                '<text class="empty" x="{}" y="{}" text-anchor="middle">{}</text>',
-                left + plot_w / 2,
-                top + plot_h / 2,
-                "No usage in this period",
-            )
-        )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # every interpolated value above went through format_html
 
@@ -237,17 +257,17 @@ def legend(series: Sequence[object]) -> SafeString:
     items = "".join(
         format_html(
             '<li><span class="swatch" style="background:{}"></span>{}</li>',
-            PALETTE[i % len(PALETTE)],
+            series_colour(str(getattr(s, "label", ""))),
             getattr(s, "label", ""),
         )
-        for i, s in enumerate(series)
+        for s in series
     )
     return mark_safe(f'<ul class="legend">{items}</ul>')  # items are escaped by format_html
 
 
 @register.filter
-def swatch(index: int) -> str:
-    return PALETTE[int(index) % len(PALETTE)]
+def swatch(label: str) -> str:
+    return series_colour(str(label))
 
 
 @register.filter

@@ -140,6 +140,14 @@ CHART_TEXT_JS = """
 """
 
 
+CHART_CLIP_JS = """
+() => Array.from(document.querySelectorAll('svg.chart text')).filter((t) => {
+  const box = t.getBoundingClientRect(), svg = t.ownerSVGElement.getBoundingClientRect();
+  return box.left < svg.left - 0.5 || box.right > svg.right + 0.5;
+}).map((t) => t.textContent)
+"""
+
+
 def _request_page(app: App) -> str:
     return f"/dashboard/requests/req_seed_{app.customer.removeprefix('customer-')}_1_0"
 
@@ -198,6 +206,9 @@ def test_chart_text_is_at_least_11px_on_a_phone(browser: Any, own_app: App) -> N
             sizes = page.evaluate(CHART_TEXT_JS)
             assert sizes, f"{path} draws a chart with axis labels"
             assert min(sizes) >= 11, (path, sorted(sizes)[:5])
+            # Every label is drawn inside its chart (none clipped at the left edge).
+            outside = page.evaluate(CHART_CLIP_JS)
+            assert outside == [], (path, outside)
     finally:
         page.context.close()
 
