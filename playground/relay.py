@@ -1,4 +1,7 @@
-"""Relays one Playground run to the gateway's own Chat Completions API and streams it back.
+"""Relays one Playground run to the gateway's own Responses API and streams it back.
+
+The Responses API because it is the OpenAI-compatible API that carries the model's thinking
+(as a reasoning summary, `reasoning.summary: "auto"`); Chat Completions does not.
 
 The browser never holds a key: it POSTs {model, reasoning, system, prompt} to the dashboard
 (session cookie + CSRF token, org checked by `org_view`); the dashboard calls the gateway with
@@ -32,8 +35,8 @@ class PlaygroundInputError(ValueError):
     """A malformed run request (not the prompt's content: the gateway validates that)."""
 
 
-def chat_body(data: Any) -> dict[str, Any]:
-    """The Chat Completions request for a run. Pure."""
+def run_body(data: Any) -> dict[str, Any]:
+    """The Responses API request for a run. Pure."""
     if not isinstance(data, dict):
         raise PlaygroundInputError("the body must be a JSON object")
     model = data.get("model")
@@ -47,19 +50,19 @@ def chat_body(data: Any) -> dict[str, Any]:
     reasoning = data.get("reasoning", "")
     if reasoning not in REASONING_LEVELS:
         raise PlaygroundInputError(f"reasoning: one of {', '.join(REASONING_LEVELS[1:])}")
-    messages: list[dict[str, str]] = []
-    if system.strip():
-        messages.append({"role": "system", "content": system})
-    # An empty prompt is sent as is: the gateway's validation answers it, as for any client.
-    messages.append({"role": "user", "content": prompt})
     body: dict[str, Any] = {
         "model": model.strip(),
-        "messages": messages,
+        # An empty prompt is sent as is: the gateway's validation answers it, as for any client.
+        "input": [{"role": "user", "content": prompt}],
         "stream": True,
-        "stream_options": {"include_usage": True},
+        "store": False,
+        # Thinking is shown when the model shares it.
+        "reasoning": {"summary": "auto"},
     }
+    if system.strip():
+        body["instructions"] = system
     if reasoning:
-        body["reasoning_effort"] = reasoning
+        body["reasoning"]["effort"] = reasoning
     return body
 
 

@@ -46,13 +46,13 @@ def gateway_base(request: HttpRequest) -> str:
 @org_view()
 def playground_run(request: HttpRequest, membership: Membership) -> HttpResponse:
     try:
-        body = relay.chat_body(orjson.loads(request.body or b"null"))
+        body = relay.run_body(orjson.loads(request.body or b"null"))
     except orjson.JSONDecodeError:
         return JsonResponse({"error": {"message": "the body must be JSON"}}, status=400)
     except relay.PlaygroundInputError as exc:
         return JsonResponse({"error": {"message": str(exc)}}, status=400)
     secret = services.session_secret(request.session, membership.org, request.user)
-    url = gateway_base(request) + "/openai/v1/chat/completions"
+    url = gateway_base(request) + "/openai/v1/responses"
     response = StreamingHttpResponse(
         relay.relay(url, secret, body, membership.org_id), content_type="text/event-stream"
     )

@@ -1,4 +1,4 @@
-// The Playground: streams a run from the dashboard's relay (which calls the gateway with the
+// The Playground: streams a run (Responses API events) from the dashboard's relay (which calls the gateway with the
 // session's own key; no key is ever in this page) and renders answer, TTFT, tokens and cost.
 (function () {
   "use strict";
@@ -28,25 +28,26 @@
 
   function snippet(kind) {
     var p = payload();
-    var messages = [];
-    if (p.system.trim()) messages.push({ role: "system", content: p.system });
-    messages.push({ role: "user", content: p.prompt });
-    var chat = { model: p.model, messages: messages, stream: true };
-    if (p.reasoning) chat.reasoning_effort = p.reasoning;
+    var req = { model: p.model };
+    if (p.system.trim()) req.instructions = p.system;
+    req.input = p.prompt;
+    req.reasoning = p.reasoning ? { effort: p.reasoning, summary: "auto" } : { summary: "auto" };
+    req.stream = true;
     if (kind === "curl") {
-      return "curl " + apiBase + "/openai/v1/chat/completions \\\n" +
+      return "curl -N " + apiBase + "/openai/v1/responses \\\n" +
         "  -H \"Authorization: Bearer $EZAT_API_KEY\" \\\n" +
         "  -H \"Content-Type: application/json\" \\\n" +
-        "  -d '" + JSON.stringify(chat, null, 2).replace(/'/g, "'\\''") + "'";
+        "  -d '" + JSON.stringify(req, null, 2).replace(/'/g, "'\\''") + "'";
     }
     if (kind === "openai") {
       return "import os\nfrom openai import OpenAI\n\n" +
         "client = OpenAI(base_url=" + py(apiBase + "/openai/v1") + ", api_key=os.environ[\"EZAT_API_KEY\"])\n" +
-        "stream = client.chat.completions.create(\n    model=" + py(p.model) + ",\n" +
-        "    messages=" + JSON.stringify(messages) + ",\n" +
-        (p.reasoning ? "    reasoning_effort=" + py(p.reasoning) + ",\n" : "") +
-        "    stream=True,\n)\nfor chunk in stream:\n    if chunk.choices and chunk.choices[0].delta.content:\n" +
-        "        print(chunk.choices[0].delta.content, end=\"\")\n";
+        "stream = client.responses.create(\n    model=" + py(p.model) + ",\n" +
+        (p.system.trim() ? "    instructions=" + py(p.system) + ",\n" : "") +
+        "    input=" + py(p.prompt) + ",\n" +
+        "    reasoning=" + JSON.stringify(req.reasoning) + ",\n" +
+        "    stream=True,\n)\nfor event in stream:\n" +
+        "    if event.type == \"response.output_text.delta\":\n        print(event.delta, end=\"\")\n";
     }
     if (kind === "anthropic") {
       return "import os\nimport anthropic\n\n" +
@@ -58,8 +59,9 @@
     }
     return "import OpenAI from \"openai\";\n\n" +
       "const client = new OpenAI({ baseURL: " + py(apiBase + "/openai/v1") + ", apiKey: process.env.EZAT_API_KEY });\n" +
-      "const stream = await client.chat.completions.create(" + JSON.stringify(chat, null, 2) + ");\n" +
-      "for await (const chunk of stream) {\n  process.stdout.write(chunk.choices[0]?.delta?.content ?? \"\");\n}\n";
+      "const stream = await client.responses.create(" + JSON.stringify(req, null, 2) + ");\n" +
+      "for await (const event of stream) {\n" +
+      "  if (event.type === \"response.output_text.delta\") process.stdout.write(event.delta);\n}\n";
   }
 
   function refreshCode() { code.value = snippet(current); }
@@ -95,22 +97,25 @@
       link.href = data.detail_url;
       return;
     }
-    if (name !== "message" || data === "[DONE]") return;
-    var chunk;
-    try { chunk = JSON.parse(data); } catch (e) { return; }
-    if (chunk.error) { showError(chunk.error.message || JSON.stringify(chunk.error)); return; }
-    var choice = chunk.choices && chunk.choices[0];
-    var delta = choice && choice.delta;
-    if (!delta) return;
-    var thought = delta.reasoning_content || delta.reasoning;
-    if (thought) { thinkingBox.hidden = false; thinking.textContent += thought; }
-    if (delta.content) {
+    // The Responses API's stream events (named by `event:` and by `type` in the data).
+    if (name === "error") { showError(data.message || JSON.stringify(data)); return; }
+    if (name === "response.failed") {
+      var failure = data.response && data.response.error;
+      showError(failure && failure.message ? failure.message : "The request failed.");
+      return;
+    }
+    if (name === "response.reasoning_summary_text.delta" && data.delta) {
+      thinkingBox.hidden = false;
+      thinking.textContent += data.delta;
+      return;
+    }
+    if (name === "response.output_text.delta" && data.delta) {
       if (!state.first) {
         state.first = true;
         facts.hidden = false;
         $("pg-ttft").textContent = ((performance.now() - started) / 1000).toFixed(2) + " s";
       }
-      answer.textContent += delta.content;
+      answer.textContent += data.delta;
     }
   }
 
@@ -153,9 +158,9 @@
               else if (line.indexOf("data:") === 0) data.push(line.slice(5).replace(/^ /, ""));
             });
             if (!data.length) continue;
-            var text = data.join("\n");
-            var parsed = text;
-            if (name !== "message") { try { parsed = JSON.parse(text); } catch (e) { parsed = {}; } }
+            var parsed;
+            try { parsed = JSON.parse(data.join("\n")); } catch (e) { continue; }
+            if (name === "message" && parsed && parsed.type) name = parsed.type;
             onEvent(name, parsed, started, state);
           }
           return pump();

@@ -45,10 +45,11 @@ def test_playground_streams_an_answer_and_shows_its_cost(
     html = page.content()
     assert "ezat_sk_" not in html, "no key material in the page"
     page.select_option("#pg-model", "anthropic/claude-sonnet-5-5")
+    page.select_option("#pg-reasoning", "high")
     page.fill("#pg-system", "You are terse.")
     page.fill("#pg-prompt", "Say hello to the Playground.")
     # The code samples follow the form.
-    expect(page.locator("#pg-code")).to_have_value(re.compile(r"/openai/v1/chat/completions"))
+    expect(page.locator("#pg-code")).to_have_value(re.compile(r"/openai/v1/responses"))
     page.click("#pg-tabs [data-snippet=openai]")
     expect(page.locator("#pg-code")).to_have_value(re.compile(r"from openai import OpenAI"))
     page.click("#pg-tabs [data-snippet=anthropic]")
@@ -60,6 +61,9 @@ def test_playground_streams_an_answer_and_shows_its_cost(
     expect(page.get_by_test_id("pg-cost")).to_have_text(re.compile(r"^\$\d+\.\d+$"))
     answer = page.get_by_test_id("pg-answer").inner_text()
     assert answer.strip()
+    # The model shared its thinking (a reasoning summary): shown above the answer.
+    expect(page.locator("#pg-thinking-box")).to_be_visible()
+    assert page.locator("#pg-thinking").text_content().strip()
     expect(page.locator("#pg-ttft")).to_have_text(re.compile(r"^\d+\.\d\d s$"))
     request_id = page.locator("#pg-detail").inner_text()
     shown_cost = page.get_by_test_id("pg-cost").inner_text()

@@ -21,24 +21,21 @@ from playground.models import PlaygroundKey
 pytestmark = pytest.mark.django_db
 
 
-def test_chat_body_builds_a_streaming_chat_request() -> None:
-    body = relay.chat_body(
+def test_run_body_builds_a_streaming_responses_request() -> None:
+    body = relay.run_body(
         {"model": " sonnet ", "reasoning": "high", "system": "Be brief.", "prompt": "Hi"}
     )
     assert body == {
         "model": "sonnet",
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Hi"},
-        ],
+        "instructions": "Be brief.",
+        "input": [{"role": "user", "content": "Hi"}],
         "stream": True,
-        "stream_options": {"include_usage": True},
-        "reasoning_effort": "high",
+        "store": False,
+        "reasoning": {"summary": "auto", "effort": "high"},
     }
-    assert "reasoning_effort" not in relay.chat_body({"model": "m", "prompt": "x"})
-    assert relay.chat_body({"model": "m", "system": "  ", "prompt": "x"})["messages"] == [
-        {"role": "user", "content": "x"}
-    ]
+    plain = relay.run_body({"model": "m", "system": "  ", "prompt": "x"})
+    assert plain["reasoning"] == {"summary": "auto"}
+    assert "instructions" not in plain
 
 
 @pytest.mark.parametrize(
@@ -51,9 +48,9 @@ def test_chat_body_builds_a_streaming_chat_request() -> None:
         ({"model": "m", "prompt": "x", "reasoning": "extreme"}, "reasoning"),
     ],
 )
-def test_chat_body_names_the_bad_field(data: Any, field: str) -> None:
+def test_run_body_names_the_bad_field(data: Any, field: str) -> None:
     with pytest.raises(relay.PlaygroundInputError, match=field):
-        relay.chat_body(data)
+        relay.run_body(data)
 
 
 @pytest.fixture
