@@ -136,6 +136,10 @@ class OrganizationAdmin(admin.ModelAdmin):
         except BillingError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None
+        for org in orgs:  # the admin's "Recent actions" and each org's history list grants
+            self.log_change(
+                request, org, f"Granted {format_usd(amount)} credit: {form.cleaned_data['memo']}"
+            )
         names = ", ".join(o.name for o in orgs)
         self.message_user(request, f"Granted {format_usd(amount)} to {names}.", messages.SUCCESS)
         return None

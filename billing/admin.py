@@ -45,7 +45,6 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "status",
         "tokens_in_out",
         "cost_usd",
-        "output_exact",
         "reconciled",
     )
     list_filter = ("status", "output_exact", "api", "stream")
@@ -117,8 +116,9 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     readonly_fields = ("amount_usd",)
 
     @admin.display(description="Amount", ordering="amount_nano")
-    def amount_usd(self, obj: LedgerEntry) -> str:
-        return format_usd(obj.amount_nano, sign=True)
+    def amount_usd(self, obj: LedgerEntry) -> SafeString:
+        # One unbreakable piece: the minus sign never wraps onto a line of its own.
+        return format_html('<span class="amount">{}</span>', format_usd(obj.amount_nano, sign=True))
 
 
 @admin.register(RequestLog)
@@ -130,7 +130,6 @@ class RequestLogAdmin(ReadOnlyAdmin):
         "request_id",
         "created_at",
         "org",
-        "api",
         "model_id",
         "status",
         "http_status",

@@ -144,7 +144,11 @@ def _charge_org(org_id: int, rows: list[tuple[int, int]]) -> OrgCharge:
         kind=LedgerEntry.Kind.USAGE,
         amount_nano=-total,
         reference=reference,
-        memo=f"{len(ids)} usage records, ids {min(ids)}-{max(ids)}",
+        memo=(
+            f"1 usage record, id {ids[0]}"
+            if len(ids) == 1
+            else f"{len(ids)} usage records, ids {min(ids)}-{max(ids)}"
+        ),
         created_by="reconcile",
     )
     updated = UsageRecord.objects.filter(id__in=ids, ledger_entry__isnull=True).update(
