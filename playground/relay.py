@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import orjson
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.urls import reverse
 
 from billing.models import UsageRecord
@@ -71,6 +72,14 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
 
 
 def _usage(org_id: int, request_id: str) -> dict[str, Any] | None:
+    # Runs on an executor thread: its connection is closed after the read, not kept per thread.
+    try:
+        return _usage_row(org_id, request_id)
+    finally:
+        connection.close()
+
+
+def _usage_row(org_id: int, request_id: str) -> dict[str, Any] | None:
     record = (
         UsageRecord.objects.filter(org_id=org_id, request_id=request_id)
         .only(

@@ -2,7 +2,8 @@
 
 CSRF: the run endpoint is a POST protected by Django's CSRF middleware (the page sends the
 token in X-CSRFToken); tenancy: `org_view` resolves the org from the session and checks
-membership; the key used is the session's own Playground key of that org.
+membership; the key used is the session's own Playground key of that org. Runs are for owners,
+like key creation: a run mints a key and spends the org's balance.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def gateway_base(request: HttpRequest) -> str:
 
 @never_cache
 @require_POST
-@org_view()
+@org_view(owner_only=True)
 def playground_run(request: HttpRequest, membership: Membership) -> HttpResponse:
     try:
         body = relay.run_body(orjson.loads(request.body or b"null"))

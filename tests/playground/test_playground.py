@@ -61,7 +61,7 @@ def owner() -> Any:
 @pytest.fixture
 def org(owner: Any) -> Any:
     org = accounts.create_org(name="Playground Co")
-    accounts.add_member(org=org, user=owner, role="member")
+    accounts.add_member(org=org, user=owner, role="owner")
     return org
 
 
@@ -115,6 +115,19 @@ def test_page_has_no_key_and_run_needs_csrf_and_membership(org: Any, owner: Any)
     )
     assert bad.status_code == 400
     assert "model" in bad.json()["error"]["message"]
+    assert not ApiKey.objects.filter(org=org).exists()
+
+    member = get_user_model().objects.create_user("pg-member", password="pg-pass-12345")
+    accounts.add_member(org=org, user=member, role="member")
+    as_member = Client()
+    as_member.force_login(member)
+    assert "Only owners" in as_member.get("/dashboard/playground/").content.decode()
+    refused_member = as_member.post(
+        "/dashboard/playground/run",
+        data=b'{"model": "m", "prompt": "x"}',
+        content_type="application/json",
+    )
+    assert refused_member.status_code == 403  # runs spend money: owners only, like keys
     assert not ApiKey.objects.filter(org=org).exists()
 
     anonymous = Client().post(
