@@ -296,6 +296,12 @@ EZAT_IMAGE_ALLOW_LOOPBACK = env.bool("EZAT_IMAGE_ALLOW_LOOPBACK", default=False)
 EZAT_WEBHOOK_ALLOW_LOOPBACK = env.bool("EZAT_WEBHOOK_ALLOW_LOOPBACK", default=False)
 EZAT_ALERT_RETRY_BASE_SECONDS = env.float("EZAT_ALERT_RETRY_BASE_SECONDS", default=10.0)
 EZAT_ALERT_WEBHOOK_MAX_RETRIES = env.int("EZAT_ALERT_WEBHOOK_MAX_RETRIES", default=8)
+# Without Redis there is no beat: the gateway's embedded reconciliation loop (every
+# EZAT_RECONCILE_INTERVAL) also runs these functions (beat's tasks call the same ones).
+EZAT_EMBEDDED_PERIODIC = env.list(
+    "EZAT_EMBEDDED_PERIODIC",
+    default=["alerts.services.evaluate_all", "playground.services.revoke_expired_keys"],
+)
 # Playground (playground/): its per-session key is revoked this long after it was minted.
 EZAT_PLAYGROUND_KEY_TTL_SECONDS = env.int("EZAT_PLAYGROUND_KEY_TTL_SECONDS", default=3600)
 # Where the Playground sends its requests; empty = this server, at the address the browser used.

@@ -12,6 +12,7 @@ import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError as DjangoDatabaseError
+from django.utils.module_loading import import_string
 
 from ezat.logging import request_id_var
 from gateway import durability, outcome
@@ -164,6 +165,14 @@ def _reconcile_once() -> None:
     reconcile_all(max_batches=50)
     # No beat either: expired stored responses go here (an indexed delete, usually of nothing).
     purge_expired_responses(max_batches=5)
+    # And the other apps' periodic work that beat would run (alert thresholds, expired
+    # Playground keys), named in settings so the gateway imports none of those apps.
+    for dotted in settings.EZAT_EMBEDDED_PERIODIC:
+        try:
+            import_string(dotted)()
+        except Exception:  # one job failing must not stop the others; the next round retries
+            SIDE_EFFECT_FAILURES.labels("embedded_periodic").inc()
+            logger.exception("embedded periodic job failed", extra={"job": dotted})
 
 
 async def _reconcile_forever() -> None:

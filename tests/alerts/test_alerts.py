@@ -269,3 +269,29 @@ def test_alerts_page_tenancy_and_owner_only_changes(org: Organization, owner: An
 
     owner_page = _owner_client(org, owner).get("/dashboard/alerts/").content.decode()
     assert "Other Co" not in owner_page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_embedded_loop_evaluates_alerts_without_beat(
+    eager: None, settings: Any, owner: Any
+) -> None:
+    """No Redis, no beat: the gateway's reconciliation loop runs the alert evaluation."""
+    from django.utils.module_loading import import_string
+
+    from gateway.app import _reconcile_once
+
+    for dotted in settings.EZAT_EMBEDDED_PERIODIC:
+        assert callable(import_string(dotted))
+    org = accounts.create_org(name="Embedded Co")
+    accounts.add_member(org=org, user=owner, role="owner")
+    AlertSettings.objects.create(
+        org=org,
+        low_balance_nano=20 * USD,
+        email_enabled=True,
+        webhook_secret=signing.new_secret(),
+    )
+    _reconcile_once()
+    assert AlertEvent.objects.filter(org=org, kind=AlertKind.LOW_BALANCE).count() == 1
+    assert len(mail.outbox) == 1
+    _reconcile_once()
+    assert AlertEvent.objects.filter(org=org).count() == 1
