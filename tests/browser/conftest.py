@@ -242,8 +242,8 @@ def browser(app: App) -> Iterator[Any]:
         chromium.close()
 
 
-def new_page(browser: Any, width: int = 1320) -> Any:
-    context = browser.new_context(viewport={"width": width, "height": 900})
+def new_page(browser: Any, width: int = 1320, height: int = 900) -> Any:
+    context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(EXPECT_MS)
     return context.new_page()
 

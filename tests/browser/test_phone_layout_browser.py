@@ -18,6 +18,7 @@ from tests.browser.conftest import App, new_page, shot, sign_in
 pytestmark = pytest.mark.browser
 
 PHONE, SMALL_PHONE, DESKTOP = 390, 375, 1440
+HEIGHTS = {SMALL_PHONE: 667, PHONE: 844, DESKTOP: 900}  # iPhone SE, iPhone 12-15, a laptop
 PAGES = [
     "/dashboard/",
     "/dashboard/requests/",
@@ -169,7 +170,7 @@ def _assert_fits(page: Any, path: str, width: int) -> None:
 
 @pytest.mark.parametrize("width", [SMALL_PHONE, PHONE, DESKTOP])
 def test_every_page_fits_the_screen(browser: Any, own_app: App, width: int) -> None:
-    page = new_page(browser, width=width)
+    page = new_page(browser, width=width, height=HEIGHTS[width])
     try:
         sign_in(page, own_app, own_app.customer)
         for path in _pages(own_app):
@@ -198,7 +199,7 @@ def test_every_page_fits_the_screen(browser: Any, own_app: App, width: int) -> N
 
 
 def test_chart_text_is_at_least_11px_on_a_phone(browser: Any, own_app: App) -> None:
-    page = new_page(browser, width=PHONE)
+    page = new_page(browser, width=PHONE, height=HEIGHTS[PHONE])
     try:
         sign_in(page, own_app, own_app.customer)
         for path in ("/dashboard/", "/dashboard/usage/?days=30"):
@@ -215,7 +216,7 @@ def test_chart_text_is_at_least_11px_on_a_phone(browser: Any, own_app: App) -> N
 
 @pytest.mark.parametrize("width", [PHONE, DESKTOP])
 def test_text_contrast_meets_wcag_aa(browser: Any, own_app: App, width: int) -> None:
-    page = new_page(browser, width=width)
+    page = new_page(browser, width=width, height=HEIGHTS[width])
     try:
         sign_in(page, own_app, own_app.customer)
         for path in _pages(own_app):
