@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from datetime import UTC, datetime
+
+from django.db.models import QuerySet, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from alerts.models import AlertEvent, AlertSettings
-from billing.selectors import month_to_date_spend, org_balance_nano, unreconciled_cost_nano
+from billing.models import UsageRecord
+from billing.selectors import month_start, org_balance_nano, unreconciled_cost_nano
 
 
 def org_settings(org: Organization) -> AlertSettings | None:
@@ -28,9 +33,23 @@ def capped_keys(org: Organization) -> list[ApiKey]:
     )
 
 
-def key_cap_spend_nano(key: ApiKey) -> int:
-    """What counts against the key's cap now (this UTC month)."""
-    return month_to_date_spend(key)
+def cap_period_start(period: str, now: datetime | None = None) -> datetime | None:
+    """Start of the key's current cap period (UTC month or day); None for an all-time cap."""
+    now = (now or timezone.now()).astimezone(UTC)
+    if period == ApiKey.CapPeriod.TOTAL:
+        return None
+    if period == ApiKey.CapPeriod.DAY:
+        return now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return month_start(now)
+
+
+def key_cap_spend_nano(key: ApiKey, now: datetime | None = None) -> int:
+    """What counts against the key's cap now: its spend in the current cap period."""
+    qs = UsageRecord.objects.filter(api_key=key)
+    start = cap_period_start(key.spend_cap_period, now)
+    if start is not None:
+        qs = qs.filter(created_at__gte=start)
+    return int(qs.aggregate(total=Coalesce(Sum("cost_nano"), 0))["total"])
 
 
 def orgs_with_alerts() -> QuerySet[AlertSettings]:

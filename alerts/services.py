@@ -26,6 +26,7 @@ from ezat import money
 
 USD = 1_000_000_000
 KEY_CAP_LEVELS = ((80, AlertKind.KEY_CAP_80), (100, AlertKind.KEY_CAP_100))
+PERIOD_WORDS = {"month": "per UTC month", "day": "per UTC day", "total": "in total"}
 
 
 def usd(nano: int) -> str:
@@ -116,12 +117,15 @@ def conditions(org: Organization, row: AlertSettings) -> list[Condition]:
                         crossed=cap > 0 and spent * 100 >= cap * percent,
                         message=(
                             f"{org.name}: key {key.name or key.prefix} spent {usd(spent)}, "
-                            f"{percent} % of its cap of {usd(cap)} or more"
+                            f"{percent} % of its cap of {usd(cap)} "
+                            f"({PERIOD_WORDS.get(key.spend_cap_period, key.spend_cap_period)}) "
+                            "or more"
                         ),
                         data={
                             "key": {"id": key.pk, "name": key.name, "prefix": key.prefix},
                             "spent_usd": money.usd_from_nano(spent),
                             "cap_usd": money.usd_from_nano(cap),
+                            "cap_period": key.spend_cap_period,
                             "percent": percent,
                         },
                         api_key=key,

@@ -295,3 +295,28 @@ def test_embedded_loop_evaluates_alerts_without_beat(
     assert len(mail.outbox) == 1
     _reconcile_once()
     assert AlertEvent.objects.filter(org=org).count() == 1
+
+
+def test_key_cap_alert_counts_the_caps_own_period(org: Organization) -> None:
+    """A daily cap counts today's spend only; a total cap counts everything."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.billing.factories import set_created_at
+
+    daily = accounts.create_api_key(org=org, name="daily", spend_cap_nano=10 * USD).key
+    daily.spend_cap_period = "day"
+    daily.save(update_fields=["spend_cap_period"])
+    total = accounts.create_api_key(org=org, name="total", spend_cap_nano=10 * USD).key
+    total.spend_cap_period = "total"
+    total.save(update_fields=["spend_cap_period"])
+    configure(org, low_usd=None)
+    for key in (daily, total):
+        old = make_usage(org, api_key=key, cost_nano=9 * USD)
+        set_created_at(old, timezone.now() - timedelta(days=40))
+        make_usage(org, api_key=key, cost_nano=1 * USD)
+    created = services.evaluate_org(org.pk)
+    kinds = {(e.api_key_id, e.kind) for e in AlertEvent.objects.filter(pk__in=created)}
+    # Daily: $1 of $10 today, nothing. Total: $10 of $10, both levels.
+    assert kinds == {(total.pk, AlertKind.KEY_CAP_80), (total.pk, AlertKind.KEY_CAP_100)}
