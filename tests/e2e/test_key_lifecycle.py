@@ -64,10 +64,13 @@ def _service(e2e: Stack, fn: Any, key: Key, **kwargs: Any) -> None:
 
 
 def _status(url: str, key: Key, model: str = HAIKU) -> tuple[int, dict[str, Any]]:
+    """The key's standing as the gateway sees it, probed with a token count: it passes the same
+    key, expiry and allow-list checks as an answer but is never billed, so polling it while a
+    change propagates adds no usage record to the test's counts."""
     response = httpx.post(
-        url + "/v1/messages",
+        url + "/v1/messages/count_tokens",
         headers={"x-api-key": key.secret, "anthropic-version": "2023-06-01"},
-        json={"model": model, "max_tokens": 16, "messages": _hi()},
+        json={"model": model, "messages": _hi()},
         timeout=30,
     )
     return response.status_code, response.json()
