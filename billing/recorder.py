@@ -282,9 +282,10 @@ class UsageWriter:
         await asyncio.shield(future)
 
     # --- the request log's queue (additive: the usage path above is unchanged) ---------------
-    def submit_log(self, fields: dict[str, Any], *, refusal: bool = False) -> None:
+    def submit_log(self, fields: dict[str, Any], *, refusal: bool = False) -> bool:
         """Queue a request-log row; returns at once (the request does not wait for it).
-        A refusal may be folded into a row of the same key, reason and second."""
+        A refusal may be folded into a row of the same key, reason and second: then False
+        (no new row), as when the backlog is full."""
         from billing import request_log
 
         loop = asyncio.get_running_loop()
@@ -293,17 +294,20 @@ class UsageWriter:
         if collapser is None:
             collapser = self._log_collapser = request_log.Collapser()
         self._log_pending.extend(collapser.due(now))
+        new = True
         if refusal:
-            if collapser.add(fields, now) is None and self._log_timer is None:
+            new = collapser.add(fields, now) is None
+            if new and self._log_timer is None:
                 # Hand the held row over once its second is over, even if nothing else comes.
                 self._log_timer = loop.call_later(1.05 - now % 1, self._release_held)
         elif len(self._log_pending) >= settings.EZAT_REQUEST_LOG_MAX_PENDING:
             request_log.DROPPED.labels("backlog").inc()
-            return
+            return False
         else:
             self._log_pending.append(fields)
         if self._log_pending and (self._flusher is None or self._flusher.done()):
             self._flusher = loop.create_task(self._flush())
+        return new
 
     def _release_held(self) -> None:
         from billing import request_log
