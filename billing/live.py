@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from channels.layers import get_channel_layer
-from django.utils import timezone
 from prometheus_client import Counter
 
 from ezat import money

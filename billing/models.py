@@ -169,7 +169,9 @@ class RequestLog(models.Model):
             models.Index(fields=["org", "status", "-created_at"], name="reqlog_org_status"),
             # Request-id prefix search (LIKE 'abc%'); equality uses the unique index below.
             models.Index(
-                fields=["request_id"], name="reqlog_request_prefix", opclasses=["varchar_pattern_ops"]
+                fields=["request_id"],
+                name="reqlog_request_prefix",
+                opclasses=["varchar_pattern_ops"],
             ),
         ]
         constraints = [
@@ -179,7 +181,9 @@ class RequestLog(models.Model):
             # request, which is a second row, not a duplicate (usage records tell the two apart
             # the same way, billing/recorder.py `_already_stored`). A collapsed refusal row
             # carries the request id and start of the first refusal it counts.
-            models.UniqueConstraint(fields=["request_id", "started_at"], name="reqlog_request_once"),
+            models.UniqueConstraint(
+                fields=["request_id", "started_at"], name="reqlog_request_once"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -648,5 +648,3 @@ def _connect_error(exc: BaseException) -> GatewayError:
     return GatewayError(
         502, f"could not reach the provider ({type(exc).__name__})", type_="api_error"
     )
-
-

@@ -61,9 +61,7 @@ def log_fields(org_id: int, request_id: str | None = None, **overrides: Any) -> 
 
 
 def _stored(org_id: int) -> list[tuple[str, int]]:
-    return sorted(
-        RequestLog.objects.filter(org_id=org_id).values_list("request_id", "count")
-    )
+    return sorted(RequestLog.objects.filter(org_id=org_id).values_list("request_id", "count"))
 
 
 def _writer_pid(writer: recorder.UsageWriter) -> int | None:

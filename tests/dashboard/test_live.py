@@ -15,7 +15,7 @@ from django.test import Client
 
 from billing import live
 from billing.dashboard_selectors import request_row
-from billing.models import RequestLog, UsageRecord
+from billing.models import RequestLog
 from tests.dashboard.conftest import World
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
