@@ -182,11 +182,12 @@ class UsageFilters:
     def active(self) -> bool:
         return bool(self.key_id or self.model)
 
-    def apply(self, records: QuerySet[Any], *, model_field: str = "model_id") -> QuerySet[Any]:
+    def apply(self, records: QuerySet[Any]) -> QuerySet[Any]:
+        """Usage records or request-log rows of the key and the (canonical) model."""
         if self.key_id:
             records = records.filter(api_key_id=self.key_id)
         if self.model.strip():
-            records = records.filter(**{f"{model_field}__iexact": canonical_model(self.model)})
+            records = records.filter(model_id__iexact=canonical_model(self.model))
         return records
 
 
@@ -257,7 +258,7 @@ class UsageReport:
         return sum(s.cache_savings_nano for s in self.series)
 
 
-def _key_labels(org: Organization) -> dict[int | None, str]:
+def key_labels(org: Organization) -> dict[int | None, str]:
     labels: dict[int | None, str] = {None: "(deleted key)"}
     for key_id, name, prefix in ApiKey.objects.filter(org=org).values_list("id", "name", "prefix"):
         labels[key_id] = f"{name} ({prefix}…)" if name else f"{prefix}…"
@@ -328,7 +329,7 @@ def usage_report(
     for key, amount in savings.items():
         by_group[key].cache_savings_nano = int(amount.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
-    labels = _key_labels(org) if split == "key" else {}
+    labels = key_labels(org) if split == "key" else {}
     for key, series in by_group.items():
         series.label = labels.get(key, f"key {key}") if split == "key" else str(key)
     ranked = sorted(by_group.values(), key=lambda s: (-s.total_cost, -s.total_tokens, s.label))
