@@ -127,8 +127,8 @@ def finish(
     fields["latency_ms"] = latency_ms
     if logger.isEnabledFor(logging.INFO):
         logger.info("request", extra=_log_extra(fields, key))
-    if key is None:
-        return  # unauthenticated: no org's log
+    if key is None or not settings.EZAT_REQUEST_LOG:
+        return  # unauthenticated: no org's log (or the log is off)
     fields["started_at"] = t_start or _started_at(latency_ms)
     fields["created_at"] = timezone.now()
     from billing.recorder import writer
