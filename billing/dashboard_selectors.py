@@ -182,12 +182,17 @@ class UsageFilters:
     def active(self) -> bool:
         return bool(self.key_id or self.model)
 
+    @classmethod
+    def of(cls, key_id: int | None, model: str) -> UsageFilters:
+        """The filter as asked for, its model name resolved once to the canonical id."""
+        return cls(key_id=key_id, model=canonical_model(model) if model.strip() else "")
+
     def apply(self, records: QuerySet[Any]) -> QuerySet[Any]:
-        """Usage records or request-log rows of the key and the (canonical) model."""
+        """Usage records or request-log rows of the key and the model (a canonical id)."""
         if self.key_id:
             records = records.filter(api_key_id=self.key_id)
-        if self.model.strip():
-            records = records.filter(model_id__iexact=canonical_model(self.model))
+        if self.model:
+            records = records.filter(model_id__iexact=self.model)
         return records
 
 

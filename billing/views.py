@@ -68,7 +68,7 @@ class UsageFilterForm(forms.Form):
 
     def chosen_filters(self) -> sel.UsageFilters:
         data = self.cleaned_data if self.is_valid() else {}
-        return sel.UsageFilters(key_id=data.get("key"), model=(data.get("model") or "").strip())
+        return sel.UsageFilters.of(data.get("key"), data.get("model") or "")
 
     def query(self, **changes: Any) -> str:
         """This page's query string with `changes` (the period links keep split and filters)."""

@@ -140,6 +140,21 @@ def test_key_by_model_filter(world: World) -> None:
     assert [r.model_id for r in rates] == [X]
 
 
+def test_model_filter_takes_an_alias(world: World) -> None:
+    """The filter names a model as people do ("Sonnet", an alias): it matches the canonical id."""
+    from catalog.models import ModelAlias
+    from catalog.services import load_catalog
+
+    load_catalog()
+    alias = ModelAlias.objects.filter(model_id=X).values_list("alias", flat=True).first()
+    assert alias is not None and alias != X
+    org, one, _ = known_dataset(world)
+    by_alias = sel.UsageFilters.of(one.pk, f" {alias.upper()} ")
+    assert by_alias == sel.UsageFilters(key_id=one.pk, model=X)
+    period = sel.Period.last_days(30)
+    assert _table(health.health(org, period, "model", by_alias)) == {X: (29, 9, 1000, 1900)}
+
+
 def test_last_24_hours_by_the_hour(world: World) -> None:
     org, key = world.a.org, world.a.key
     now = timezone.now()
