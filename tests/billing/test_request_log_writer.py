@@ -127,3 +127,37 @@ def test_a_reused_caller_request_id_is_a_second_row_not_a_duplicate() -> None:
     finally:
         writer.close()
     assert _stored(org.pk) == [("mine", 1), ("mine", 1)]
+
+
+def test_rows_wait_for_a_shared_insert_then_land_without_a_drain(settings) -> None:  # type: ignore[no-untyped-def]
+    """Rows queued one by one (a request at a time) share one INSERT after the flush delay
+    instead of costing one each, and are written by the writer's own timer."""
+    settings.EZAT_REQUEST_LOG_FLUSH_SECONDS = 0.3
+    org = make_org()
+    writer = recorder.UsageWriter()
+    batches: list[int] = []
+    original = writer._write_log_batch
+
+    async def counting(batch: list[dict[str, Any]]) -> None:
+        batches.append(len(batch))
+        await original(batch)
+
+    writer._write_log_batch = counting  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        for i in range(5):
+            assert writer.submit_log(log_fields(org.pk, f"one-by-one-{i}"))
+            await asyncio.sleep(0.01)
+        assert batches == []  # nothing written before the delay
+        async with asyncio.timeout(30):
+            while not batches:
+                await asyncio.sleep(0.02)
+            while writer._flusher is not None and not writer._flusher.done():
+                await asyncio.sleep(0.02)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        writer.close()
+    assert batches == [5]
+    assert len(_stored(org.pk)) == 5
