@@ -26,7 +26,7 @@ def drop_duplicates(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0004_request_log"),
+        ("billing", "0005_usage_status_stream_failed"),
     ]
 
     operations = [
