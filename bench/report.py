@@ -264,6 +264,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             "",
             *table(cols, gw),
         ]
+    out += _request_log_cost(matrix, base)
     if by["events"]:
         out += [
             "### CPU per streamed event",
@@ -290,6 +291,69 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
     out += _memory(rows)
     out += _errors(rows, notes)
     return "\n".join(out)
+
+
+def _ratio_value(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def _ratio3(a: float | None, b: float | None) -> str:
+    value = _ratio_value(a, b)
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _request_log_cost(matrix: list[Row], base: dict[tuple[bool, int, int], Row]) -> list[str]:
+    """--request-log-compare: each cell on the gateway with its request log and without."""
+    off = {(r["api"], *_key(r)): r for r in matrix if r["target"] == "gateway-nolog"}
+    pairs = []
+    for r in matrix:
+        nolog = off.get((r["api"], *_key(r))) if r["target"] == "gateway" else None
+        up = base.get(_key(r))
+        if nolog is None or up is None:
+            continue
+        added_on = r["p50_ms"] - up["p50_ms"] if r["p50_ms"] is not None else None
+        added_off = nolog["p50_ms"] - up["p50_ms"] if nolog["p50_ms"] is not None else None
+        pairs.append({**r, "off": nolog, "added_on": added_on, "added_off": added_off})
+    if not pairs:
+        return []
+    columns: list[Column] = [
+        *CELL,
+        ("+p50 ms, log on", lambda r: fmt(r["added_on"], 3)),
+        ("+p50 ms, log off", lambda r: fmt(r["added_off"], 3)),
+        ("on/off", lambda r: _ratio3(r["added_on"], r["added_off"])),
+        ("CPU ms/req, on", lambda r: fmt(r["cpu_ms_per_req"], 3)),
+        ("CPU ms/req, off", lambda r: fmt(r["off"]["cpu_ms_per_req"], 3)),
+        ("on/off", lambda r: _ratio3(r["cpu_ms_per_req"], r["off"]["cpu_ms_per_req"])),
+        (
+            "db+redis CPU on/off",
+            lambda r: _ratio3(
+                r.get("services_cpu_ms_per_req"), r["off"].get("services_cpu_ms_per_req")
+            ),
+        ),
+        ("other load (CPUs)", other),
+    ]
+    cpu = [_ratio_value(r["cpu_ms_per_req"], r["off"]["cpu_ms_per_req"]) for r in pairs]
+    lat = [_ratio_value(r["added_on"], r["added_off"]) for r in pairs]
+
+    def summary(values: list[float | None]) -> str:
+        known = sorted(v for v in values if v is not None)
+        if not known:
+            return "–"
+        median = known[len(known) // 2]
+        return f"median {median:.3f}, range {known[0]:.3f}–{known[-1]:.3f} over {len(known)} cells"
+
+    return [
+        "### Request log on vs off (same run, issue 16: ≤ 5 %)",
+        "",
+        "Two gateways on the same database, Redis and upstream; one with `EZAT_REQUEST_LOG=false`. "
+        "Each cell measured on both back to back, the order alternating. Added latency = the "
+        "gateway's p50 minus the upstream alone's in the same cell.",
+        "",
+        f"- gateway CPU per request, on/off: {summary(cpu)}",
+        f"- added latency p50, on/off: {summary(lat)}",
+        "",
+        *table(columns, pairs),
+    ]
 
 
 def _memory(rows: list[Row]) -> list[str]:

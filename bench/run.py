@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -490,6 +491,56 @@ class Runner:
             self.notes.append(f"gateway exited early:\n{self.procs.log_tail('gateway')}")
         self.procs.stop(gateway)  # the peers and scale phases start their own
 
+    async def compare_request_log(self) -> None:
+        """What the request log costs (issue 16: added latency and CPU per request may not move
+        by more than 5 %): two gateways on the same database, Redis and upstream, one with
+        EZAT_REQUEST_LOG=false; every matrix cell is measured on both back to back, the order
+        alternating from cell to cell so drift in the machine's load hits both alike."""
+        args = self.args
+        redis = args.redis if args.redis is not None else args.db == "postgres"
+        self.log(f"request log on vs off ({args.server}, {args.db}, redis={redis})")
+        env = self.procs.gateway_env(args.db, redis)
+        key = await asyncio.to_thread(self.procs.setup_gateway, env, self.up_port)
+        variants = {"gateway": env, "gateway-nolog": {**env, "EZAT_REQUEST_LOG": "false"}}
+        started: dict[str, tuple[int, dict[str, loadgen.Target]]] = {}
+        apis = list(APIS)
+        for name, variant_env in variants.items():
+            port, pid = await asyncio.to_thread(
+                partial(self.procs.start_gateway, name=name),
+                variant_env,
+                args.server,
+                self.server_cpu,
+            )
+            targets = {
+                api: loadgen.Target("127.0.0.1", port, path, LOADGEN_API[api], key)
+                for api, path in APIS.items()
+            }
+            working = await self.smoke(targets)
+            apis = [api for api in apis if api in working]
+            started[name] = (pid, targets)
+        flip = False
+        for api in apis:
+            for stream in (False, True):
+                for conc in self.plan.concurrency:
+                    for prompt in self.plan.prompts:
+                        order = list(started)[::-1] if flip else list(started)
+                        flip = not flip
+                        for name in order:
+                            pid, targets = started[name]
+                            row = await self.cell(
+                                targets[api], pid, stream=stream, conc=conc, prompt=prompt
+                            )
+                            row.update(
+                                section="matrix",
+                                target=name,
+                                api=api,
+                                stream=stream,
+                                conc=conc,
+                                prompt=prompt,
+                            )
+                            self.rows.append(row)
+                            self.log(report.one_line(row))
+
     async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
         """One request per API and mode; an API that answers errors is reported and skipped."""
         working = []
@@ -540,7 +591,9 @@ async def run(args: argparse.Namespace) -> int:
         if "upstream" in args.targets:
             runner.log("upstream alone")
             await runner.run_upstream()
-        if "gateway" in args.targets:
+        if args.request_log_compare:
+            await runner.compare_request_log()
+        elif "gateway" in args.targets:
             try:
                 await runner.run_gateway()
             except BenchError as exc:

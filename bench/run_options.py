@@ -67,6 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs, db)")
     parser.add_argument(
+        "--request-log-compare",
+        action="store_true",
+        help="the matrix on two gateways, request log on and off (EZAT_REQUEST_LOG=false), "
+        "cell by cell, with their ratios (issue 16's 5 %% check); other gateway phases skipped",
+    )
+    parser.add_argument(
         "--update-readme",
         action="store_true",
         help="after the run, rewrite README.md's performance block from its results",

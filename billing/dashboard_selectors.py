@@ -14,13 +14,13 @@ from typing import Any
 
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.fields.json import KT
-from django.db.models.functions import TruncDate
+from django.db.models.functions import TruncDate, TruncHour
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from billing.live import build_row
 from billing.models import LedgerEntry, RequestLog, UsageRecord
-from billing.request_log_selectors import request_logs
+from billing.request_log_selectors import canonical_model, request_logs
 
 # Series beyond this many (by cost) are folded into "Other" so a chart legend stays readable.
 MAX_SERIES = 7
@@ -119,28 +119,95 @@ def requests_since(org: Organization, since: datetime) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """Inclusive UTC days [first, last]."""
+    """Inclusive UTC days [first, last], bucketed by day; or (`hours` > 0) the last `hours`
+    whole and current UTC hours up to `until` (exclusive: the start of the next hour),
+    bucketed by hour."""
 
     first: date
     last: date
+    hours: int = 0
+    until: datetime | None = None
 
     @classmethod
     def last_days(cls, days: int, today: date | None = None) -> Period:
         today = today or timezone.localdate()
         return cls(first=today - timedelta(days=days - 1), last=today)
 
+    @classmethod
+    def last_hours(cls, hours: int = 24, now: datetime | None = None) -> Period:
+        """The current hour and the `hours` - 1 before it: "the last 24 h" by the hour."""
+        now = timezone.localtime(now or timezone.now())
+        until = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        start = until - timedelta(hours=hours)
+        return cls(first=start.date(), last=now.date(), hours=hours, until=until)
+
+    @property
+    def hourly(self) -> bool:
+        return self.hours > 0
+
     @property
     def days(self) -> list[date]:
         return [self.first + timedelta(days=i) for i in range((self.last - self.first).days + 1)]
 
     @property
+    def buckets(self) -> list[date] | list[datetime]:
+        """The chart's x axis: days, or hours (aware UTC datetimes) for an hourly period."""
+        if self.hourly:
+            return [self.start + timedelta(hours=i) for i in range(self.hours)]
+        return self.days
+
+    @property
     def start(self) -> datetime:
+        if self.hourly and self.until is not None:
+            return self.until - timedelta(hours=self.hours)
         return timezone.make_aware(datetime.combine(self.first, time.min))
 
     @property
     def end(self) -> datetime:
         """Exclusive."""
+        if self.hourly and self.until is not None:
+            return self.until
         return timezone.make_aware(datetime.combine(self.last + timedelta(days=1), time.min))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFilters:
+    """The usage page's key × model filter: one key, one model (an alias finds its canonical
+    model), both, or neither."""
+
+    key_id: int | None = None
+    model: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.key_id or self.model)
+
+    @classmethod
+    def of(cls, key_id: int | None, model: str) -> UsageFilters:
+        """The filter as asked for, its model name resolved once to the canonical id."""
+        return cls(key_id=key_id, model=canonical_model(model) if model.strip() else "")
+
+    def apply(self, records: QuerySet[Any]) -> QuerySet[Any]:
+        """Usage records or request-log rows of the key and the model (a canonical id)."""
+        if self.key_id:
+            records = records.filter(api_key_id=self.key_id)
+        if self.model:
+            records = records.filter(model_id__iexact=self.model)
+        return records
+
+
+NO_FILTERS = UsageFilters()
+
+
+def spend_since(org: Organization, since: datetime, filters: UsageFilters = NO_FILTERS) -> int:
+    """Cost recorded since `since` (e.g. today's UTC midnight: "spend today")."""
+    total = filters.apply(_usage(org).filter(created_at__gte=since)).aggregate(s=Sum("cost_nano"))
+    return total["s"] or 0
+
+
+def today_start(now: datetime | None = None) -> datetime:
+    now = timezone.localtime(now or timezone.now())
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 @dataclass(slots=True)
@@ -172,6 +239,10 @@ class UsageReport:
         return self.period.days
 
     @property
+    def buckets(self) -> list[date] | list[datetime]:
+        return self.period.buckets
+
+    @property
     def total_cost(self) -> int:
         return sum(s.total_cost for s in self.series)
 
@@ -192,7 +263,7 @@ class UsageReport:
         return sum(s.cache_savings_nano for s in self.series)
 
 
-def _key_labels(org: Organization) -> dict[int | None, str]:
+def key_labels(org: Organization) -> dict[int | None, str]:
     labels: dict[int | None, str] = {None: "(deleted key)"}
     for key_id, name, prefix in ApiKey.objects.filter(org=org).values_list("id", "name", "prefix"):
         labels[key_id] = f"{name} ({prefix}…)" if name else f"{prefix}…"
@@ -212,13 +283,18 @@ def _savings_nano(cache_read_tokens: int, price_input: Any, price_cache_read: An
     return Decimal(cache_read_tokens) * delta * 1000
 
 
-def usage_report(org: Organization, period: Period, split: str = "model") -> UsageReport:
+def usage_report(
+    org: Organization, period: Period, split: str = "model", filters: UsageFilters = NO_FILTERS
+) -> UsageReport:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}")
     group = "model_id" if split == "model" else "api_key_id"
-    records = _usage(org).filter(created_at__gte=period.start, created_at__lt=period.end)
+    records = filters.apply(
+        _usage(org).filter(created_at__gte=period.start, created_at__lt=period.end)
+    )
+    bucket = TruncHour("created_at") if period.hourly else TruncDate("created_at")
     daily = (
-        records.annotate(day=TruncDate("created_at"))
+        records.annotate(day=bucket)
         .values("day", group)
         .annotate(cost=Sum("cost_nano"), tokens=Sum(_TOKENS), n=Count("id"))
         .order_by()
@@ -230,7 +306,7 @@ def usage_report(org: Organization, period: Period, split: str = "model") -> Usa
         .order_by()
     )
 
-    day_index = {d: i for i, d in enumerate(period.days)}
+    day_index: dict[Any, int] = {d: i for i, d in enumerate(period.buckets)}
     width = len(day_index)
     by_group: dict[Any, Series] = {}
     for row in daily:
@@ -238,7 +314,9 @@ def usage_report(org: Organization, period: Period, split: str = "model") -> Usa
             row[group], Series(label="", cost=[0] * width, tokens=[0] * width)
         )
         day = row["day"]
-        index = day_index.get(day.date() if isinstance(day, datetime) else day)
+        if not period.hourly and isinstance(day, datetime):
+            day = day.date()
+        index = day_index.get(day)
         if index is None:  # cannot happen with UTC days; a row outside the axis is dropped
             continue
         series.cost[index] += row["cost"] or 0
@@ -256,7 +334,7 @@ def usage_report(org: Organization, period: Period, split: str = "model") -> Usa
     for key, amount in savings.items():
         by_group[key].cache_savings_nano = int(amount.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
-    labels = _key_labels(org) if split == "key" else {}
+    labels = key_labels(org) if split == "key" else {}
     for key, series in by_group.items():
         series.label = labels.get(key, f"key {key}") if split == "key" else str(key)
     ranked = sorted(by_group.values(), key=lambda s: (-s.total_cost, -s.total_tokens, s.label))
@@ -295,11 +373,12 @@ class CacheHitRate:
         return Decimal(self.cache_read_tokens) / Decimal(self.cacheable_tokens)
 
 
-def cache_hit_rates(org: Organization, period: Period) -> list[CacheHitRate]:
+def cache_hit_rates(
+    org: Organization, period: Period, filters: UsageFilters = NO_FILTERS
+) -> list[CacheHitRate]:
     """Per model, for the org's usage in the period; most cacheable tokens first."""
     rows = (
-        _usage(org)
-        .filter(created_at__gte=period.start, created_at__lt=period.end)
+        filters.apply(_usage(org).filter(created_at__gte=period.start, created_at__lt=period.end))
         .values("model_id")
         .annotate(
             read=Sum("cache_read_tokens"),

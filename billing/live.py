@@ -1,4 +1,5 @@
-"""The dashboard's live request feed: the gateway publishes one row per usage record.
+"""The dashboard's live request feed: the gateway publishes one row per request-log row
+(every authenticated request: answered, refused or failed).
 
 Publishing is best effort: a dashboard that misses a row still shows it on the next page load,
 while a request that failed because Redis hiccupped would be a real outage. So errors are
@@ -10,16 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from channels.layers import get_channel_layer
-from django.utils import timezone
 from prometheus_client import Counter
 
 from ezat import money
-
-if TYPE_CHECKING:
-    from billing.recorder import UsageData
 
 logger = logging.getLogger(__name__)
 
@@ -103,34 +100,32 @@ def build_row(
     }
 
 
-def row_from_usage(
-    data: UsageData,
-    *,
-    request_id: str,
-    cost_nano: int,
-    key_prefix: str,
-    created_at: datetime | None = None,
-) -> dict[str, Any]:
-    """The row for a usage record the gateway just wrote (no query: everything is in hand)."""
-    tokens = data.tokens
+def row_from_log(fields: dict[str, Any], *, key_prefix: str) -> dict[str, Any]:
+    """The row for a request-log row the gateway just queued (gateway/outcome.py), whatever the
+    request's end: answered, refused or failed. No query: everything is in hand, and it reads
+    exactly like `request_row` of the stored row (billing/dashboard_selectors.py)."""
     return build_row(
-        request_id=request_id,
-        created_at=created_at or timezone.now(),
-        model_id=data.model_id,
-        model_name=data.model_name,
-        key_id=data.key_id,
+        request_id=fields["request_id"],
+        created_at=fields["created_at"],
+        model_id=fields["model_id"],
+        model_name=fields["model_name"],
+        key_id=fields["api_key_id"],
         key_prefix=key_prefix,
-        status=data.status,
-        input_tokens=tokens.input,
-        output_tokens=tokens.output,
-        cache_read_tokens=tokens.cache_read,
-        cache_write_tokens=tokens.cache_write_5m + tokens.cache_write_1h,
-        cost_nano=cost_nano,
-        output_exact=data.output_exact,
-        latency_ms=data.latency_ms,
-        requested_model=data.requested_model,
-        deployment=data.deployment,
-        attempts=len(data.attempts),
+        status=fields["status"],
+        input_tokens=fields["input_tokens"],
+        output_tokens=fields["output_tokens"],
+        cache_read_tokens=fields["cache_read_tokens"],
+        cache_write_tokens=fields["cache_write_5m_tokens"] + fields["cache_write_1h_tokens"],
+        cost_nano=fields["cost_nano"],
+        output_exact=fields["output_exact"],
+        latency_ms=fields["latency_ms"],
+        deployment=fields["deployment"],
+        attempts=sum(1 for a in fields["attempts"] if "deployment" in a),
+        requested_model=fields["requested_model"],
+        http_status=fields["http_status"],
+        error_type=fields["error_type"],
+        error_message=fields["error_message"],
+        count=fields["count"],
     )
 
 

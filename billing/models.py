@@ -129,7 +129,7 @@ class RequestLog(models.Model):
         CLIENT_DISCONNECTED = "client_disconnected", "Client disconnected"
         ERROR = "error", "Error"
 
-    request_id = models.CharField(max_length=160, db_index=True)
+    request_id = models.CharField(max_length=160)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="request_logs")
     api_key = models.ForeignKey(
         ApiKey, null=True, on_delete=models.SET_NULL, related_name="request_logs"
@@ -167,6 +167,23 @@ class RequestLog(models.Model):
         indexes = [
             models.Index(fields=["org", "-created_at"], name="reqlog_org_created"),
             models.Index(fields=["org", "status", "-created_at"], name="reqlog_org_status"),
+            # Request-id prefix search (LIKE 'abc%'); equality uses the unique index below.
+            models.Index(
+                fields=["request_id"],
+                name="reqlog_request_prefix",
+                opclasses=["varchar_pattern_ops"],
+            ),
+        ]
+        constraints = [
+            # Each request is written once: a batch retried after a lost connection inserts
+            # nothing twice (the writer's INSERT is ON CONFLICT DO NOTHING). The start time is
+            # part of the key because a caller may reuse its own x-request-id for another
+            # request, which is a second row, not a duplicate (usage records tell the two apart
+            # the same way, billing/recorder.py `_already_stored`). A collapsed refusal row
+            # carries the request id and start of the first refusal it counts.
+            models.UniqueConstraint(
+                fields=["request_id", "started_at"], name="reqlog_request_once"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -222,6 +222,10 @@ def _close_thread_connection() -> None:
     connection.close()  # resolved in the calling thread: Django connections are per thread
 
 
+def _log_flush_seconds() -> float:
+    return float(settings.EZAT_REQUEST_LOG_FLUSH_SECONDS)
+
+
 class DatabaseUnavailable(Exception):
     """The writer skipped the database, which failed moments ago (the batch was spooled)."""
 
@@ -253,6 +257,13 @@ class UsageWriter:
         # the database is down): kept here, retried by the durability loop (retry_held), and
         # while any are held no new billable request is admitted (accepting()).
         self._held: list[dict[str, Any]] = []
+        # Log rows are written in batches: the first queued row waits up to
+        # EZAT_REQUEST_LOG_FLUSH_SECONDS for others (or until a batch is full), so at low
+        # concurrency a request costs no INSERT of its own. `_log_since`: when the oldest
+        # queued row arrived (monotonic); `_log_force`: drain_log writes everything now.
+        self._log_since = 0.0
+        self._log_force = False
+        self._log_wake: asyncio.TimerHandle | None = None
 
     async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
         loop = asyncio.get_running_loop()
@@ -282,9 +293,10 @@ class UsageWriter:
         await asyncio.shield(future)
 
     # --- the request log's queue (additive: the usage path above is unchanged) ---------------
-    def submit_log(self, fields: dict[str, Any], *, refusal: bool = False) -> None:
+    def submit_log(self, fields: dict[str, Any], *, refusal: bool = False) -> bool:
         """Queue a request-log row; returns at once (the request does not wait for it).
-        A refusal may be folded into a row of the same key, reason and second."""
+        A refusal may be folded into a row of the same key, reason and second: then False
+        (no new row), as when the backlog is full."""
         from billing import request_log
 
         loop = asyncio.get_running_loop()
@@ -293,17 +305,49 @@ class UsageWriter:
         if collapser is None:
             collapser = self._log_collapser = request_log.Collapser()
         self._log_pending.extend(collapser.due(now))
+        new = True
         if refusal:
-            if collapser.add(fields, now) is None and self._log_timer is None:
+            new = collapser.add(fields, now) is None
+            if new and self._log_timer is None:
                 # Hand the held row over once its second is over, even if nothing else comes.
                 self._log_timer = loop.call_later(1.05 - now % 1, self._release_held)
         elif len(self._log_pending) >= settings.EZAT_REQUEST_LOG_MAX_PENDING:
             request_log.DROPPED.labels("backlog").inc()
-            return
+            return False
         else:
             self._log_pending.append(fields)
-        if self._log_pending and (self._flusher is None or self._flusher.done()):
+        self._schedule_log(loop)
+        return new
+
+    def _schedule_log(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Write queued log rows once the oldest has waited the flush delay (or a batch is
+        full): a timer for the first row, the flusher at once for a full batch."""
+        if not self._log_pending:
+            return
+        if not self._log_since:
+            self._log_since = time.monotonic()
+        if len(self._log_pending) >= self._max_batch:
+            self._start_flusher(loop)
+        elif self._log_wake is None:
+            delay = max(0.0, self._log_since + _log_flush_seconds() - time.monotonic())
+            self._log_wake = loop.call_later(delay, self._log_wake_up)
+
+    def _log_wake_up(self) -> None:
+        self._log_wake = None
+        self._start_flusher(asyncio.get_running_loop())
+
+    def _start_flusher(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
+
+    def _log_due(self) -> bool:
+        if not self._log_pending:
+            return False
+        return (
+            self._log_force
+            or len(self._log_pending) >= self._max_batch
+            or time.monotonic() - self._log_since >= _log_flush_seconds()
+        )
 
     def _release_held(self) -> None:
         from billing import request_log
@@ -316,8 +360,7 @@ class UsageWriter:
             self._log_timer = asyncio.get_running_loop().call_later(
                 1.05 - now % 1, self._release_held
             )
-        if self._log_pending and (self._flusher is None or self._flusher.done()):
-            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        self._schedule_log(asyncio.get_running_loop())
 
     @property
     def log_queue_depth(self) -> int:
@@ -354,6 +397,8 @@ class UsageWriter:
 
         batch = self._log_pending[: self._max_batch]
         del self._log_pending[: self._max_batch]
+        # Rows left behind (a full batch went) start their wait now.
+        self._log_since = time.monotonic() if self._log_pending else 0.0
         try:
             await self._write_log_batch(batch)
         except Exception:  # the log is not the bill: counted and logged, the rows dropped
@@ -363,9 +408,9 @@ class UsageWriter:
     async def _flush(self) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usage-writer")
-        while self._pending or self._log_pending:
+        while self._pending or self._log_due():
             if not self._pending or len(self._log_pending) >= self._max_batch:
-                # Usage first (requests await it); the log when idle, or when it backs up.
+                # Usage first (requests await it); the log when idle and due, or backed up.
                 await self._flush_log()
                 continue
             batch = self._pending[: self._max_batch]
@@ -388,6 +433,8 @@ class UsageWriter:
                     future.set_result(None)
                 else:
                     future.set_exception(error)
+        # Log rows left that are not due yet: their timer writes them.
+        self._schedule_log(asyncio.get_running_loop())
 
     async def _spool(
         self, records: list[dict[str, Any]], error: BaseException
@@ -460,10 +507,14 @@ class UsageWriter:
         """Write every queued and held request-log row now (tests, shutdown)."""
         if self._log_collapser is not None:
             self._log_pending.extend(self._log_collapser.drain())
-        while self._log_pending or (self._flusher is not None and not self._flusher.done()):
-            if self._flusher is None or self._flusher.done():
-                self._flusher = asyncio.get_running_loop().create_task(self._flush())
-            await asyncio.shield(self._flusher)
+        self._log_force = True
+        try:
+            while self._log_pending or (self._flusher is not None and not self._flusher.done()):
+                if self._flusher is None or self._flusher.done():
+                    self._flusher = asyncio.get_running_loop().create_task(self._flush())
+                await asyncio.shield(self._flusher)
+        finally:
+            self._log_force = False
 
     def close(self) -> None:
         """Close the writer's DB connections and stop its thread (tests, shutdown)."""

@@ -49,7 +49,13 @@ def insert_sql() -> str:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(c) for c in COLUMNS)
     marks = ", ".join(["%s"] * len(COLUMNS))
-    return f"INSERT INTO {quote(RequestLog._meta.db_table)} ({columns}) VALUES ({marks})"
+    # Idempotent: a row already stored (same request id and start, the `reqlog_request_once`
+    # constraint) is skipped, so a batch retried after a lost connection or a lost commit
+    # answer writes nothing twice. PostgreSQL and SQLite (3.24+) both take this form.
+    return (
+        f"INSERT INTO {quote(RequestLog._meta.db_table)} ({columns}) VALUES ({marks}) "
+        "ON CONFLICT DO NOTHING"
+    )
 
 
 def db_row(fields: dict[str, Any]) -> list[Any]:

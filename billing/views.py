@@ -21,19 +21,31 @@ from accounts.models import ApiKey, Membership
 from accounts.views import org_view, page
 from billing import dashboard_selectors as sel
 from billing import request_log_selectors as log
+from billing import usage_health_selectors as health
 from billing.models import RequestLog
 
 PERIODS = ((7, "7 days"), (30, "30 days"), (90, "90 days"))
+HOURLY_PERIODS = ((24, "24 hours"),)  # by the hour
 MAX_PERIOD_DAYS = 366
 REQUESTS_PER_PAGE = 50
 LEDGER_PER_PAGE = 50
 
 
 class UsageFilterForm(forms.Form):
+    hours = forms.TypedChoiceField(choices=HOURLY_PERIODS, coerce=int, required=False)
     days = forms.TypedChoiceField(choices=PERIODS, coerce=int, required=False)
     start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     split = forms.ChoiceField(choices=(("model", "by model"), ("key", "by key")), required=False)
+    key = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    model = forms.CharField(max_length=128, required=False)
+
+    def __init__(self, *args: Any, keys: list[ApiKey], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only this org's keys are choices: a foreign key id is a validation error, not a filter.
+        self.fields["key"].choices = [("", "any key")] + [  # type: ignore[attr-defined]
+            (k.pk, f"{k.name or 'unnamed'} ({k.prefix}…)") for k in keys
+        ]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -50,7 +62,24 @@ class UsageFilterForm(forms.Form):
         start, end = data.get("start"), data.get("end")
         if start and end:
             return sel.Period(first=start, last=end)
+        if data.get("hours"):
+            return sel.Period.last_hours(data["hours"])
         return sel.Period.last_days(data.get("days") or 30)
+
+    def chosen_filters(self) -> sel.UsageFilters:
+        data = self.cleaned_data if self.is_valid() else {}
+        return sel.UsageFilters.of(data.get("key"), data.get("model") or "")
+
+    def query(self, **changes: Any) -> str:
+        """This page's query string with `changes` (the period links keep split and filters)."""
+        data = self.cleaned_data if self.is_valid() else {}
+        params = {
+            "split": data.get("split") or "model",
+            "key": data.get("key") or "",
+            "model": data.get("model") or "",
+            **changes,
+        }
+        return urlencode({k: v for k, v in params.items() if v not in ("", None)})
 
     def chosen_split(self) -> str:
         data = self.cleaned_data if self.is_valid() else {}
@@ -109,16 +138,37 @@ def home(request: HttpRequest, membership: Membership) -> HttpResponse:
 @require_GET
 @org_view()
 def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
-    form = UsageFilterForm(request.GET or None)
+    org = membership.org
+    keys = list(ApiKey.objects.filter(org=org).defer("key_hash").order_by("-created_at"))
+    form = UsageFilterForm(request.GET or None, keys=keys)
     period = form.chosen_period()
-    report = sel.usage_report(membership.org, period, form.chosen_split())
+    filters = form.chosen_filters()
+    report = sel.usage_report(org, period, form.chosen_split(), filters)
+    custom = bool(form.is_valid() and form.cleaned_data.get("start"))
+    period_links = [
+        (label, form.query(hours=value), not custom and period.hours == value)
+        for value, label in HOURLY_PERIODS
+    ] + [
+        (
+            label,
+            form.query(days=value),
+            not custom and not period.hourly and len(period.days) == value,
+        )
+        for value, label in PERIODS
+    ]
     context = page(
         request,
         membership,
         form=form,
         report=report,
-        cache_rates=sel.cache_hit_rates(membership.org, period),
-        periods=PERIODS,
+        filters=filters,
+        spend_today_nano=sel.spend_since(org, sel.today_start(), filters),
+        cache_rates=sel.cache_hit_rates(org, period, filters),
+        health_tables=[
+            ("model", health.health(org, period, "model", filters), "health-by-model"),
+            ("key", health.health(org, period, "key", filters), "health-by-key"),
+        ],
+        period_links=period_links,
     )
     return render(request, "dashboard/usage.html", context)
 

@@ -345,6 +345,13 @@ EZAT_GC_GEN0_THRESHOLD = env.int("EZAT_GC_GEN0_THRESHOLD", default=20_000)
 EZAT_RESPONSE_RETENTION_DAYS = env.int("EZAT_RESPONSE_RETENTION_DAYS", default=30)
 # Days a request-log row is kept (usage records and the ledger are never deleted).
 EZAT_REQUEST_LOG_RETENTION_DAYS = env.int("EZAT_REQUEST_LOG_RETENTION_DAYS", default=30)
+# false: no request-log rows and no live-feed rows (metrics and log lines stay). On by default;
+# off is for measuring what the log costs (bench/run.py --request-log-compare).
+EZAT_REQUEST_LOG = env.bool("EZAT_REQUEST_LOG", default=True)
+# A queued request-log row waits up to this long for others to share its INSERT (a full batch
+# goes at once): at low concurrency a request costs no INSERT of its own. The dashboard's live
+# feed does not wait for it.
+EZAT_REQUEST_LOG_FLUSH_SECONDS = env.float("EZAT_REQUEST_LOG_FLUSH_SECONDS", default=0.25)
 # Rows waiting for the writer beyond this are dropped and counted (the log is not the bill).
 EZAT_REQUEST_LOG_MAX_PENDING = env.int("EZAT_REQUEST_LOG_MAX_PENDING", default=50_000)
 # /metrics: served to these client addresses, or to any holder of EZAT_METRICS_TOKEN (bearer).

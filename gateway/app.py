@@ -150,6 +150,12 @@ class GatewayApp:
                 await client.close()
                 from billing.recorder import writer
 
+                # Request-log rows still waiting for their batch (and held refusals) go now.
+                try:
+                    async with asyncio.timeout(5):
+                        await writer.drain_log()
+                except TimeoutError:
+                    logger.warning("request log rows not written at shutdown (timeout)")
                 await asyncio.get_running_loop().run_in_executor(None, writer.close)
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -161,6 +161,8 @@ class Exchange(ChainWalk):
         ]
         self.rate: limits.RateInfo | None = None
         self.hold_nano = 0
+        # The org's balance at admission (limits.Admitted.balance_nano); None when unchecked.
+        self.balance_nano: int | None = None
         self._plan: list[tuple[Candidate, list[Route]]] = []
         self._slot: int | None = None
         self._uses_slots = False
@@ -505,7 +507,6 @@ class Exchange(ChainWalk):
         self.output_exact = tracker.exact
         self.finish_reason = tracker.stop_reason or self.finish_reason
         metrics.observe_usage(self.model.id, tokens, cost)
-        _publish_live(data, cost, self.key.prefix)
         return cost
 
     @property
@@ -513,10 +514,25 @@ class Exchange(ChainWalk):
         """The recorded cost as billed: exact USD, 9 decimals (x-ezat-cost-usd)."""
         return money.usd_from_nano(self._recorded_cost, 9).encode()
 
+    @property
+    def balance_usd(self) -> bytes | None:
+        """The org's balance after this request's settlement (x-ezat-balance-usd), estimated
+        from the balance the limiter admitted it against minus the cost recorded: settlement
+        itself runs once the answer went out. Requests of the org settling meanwhile are not
+        in it. None when admission checked no money (free requests)."""
+        if self.balance_nano is None:
+            return None
+        return money.usd_from_nano(self.balance_nano - self._recorded_cost, 9).encode()
+
     def cost_comment(self) -> bytes:
-        """The cost as an SSE comment, sent just before a stream's final event: SDKs skip
-        comment lines (SSE spec: a line starting with ':'), curl users can read it."""
-        return b": x-ezat-cost-usd: " + self.cost_usd + b"\n\n"
+        """The cost (and the balance after it) as SSE comments, sent just before a stream's
+        final event: SDKs skip comment lines (SSE spec: a line starting with ':'), curl users
+        can read them."""
+        line = b": x-ezat-cost-usd: " + self.cost_usd + b"\n"
+        balance = self.balance_usd
+        if balance is not None:
+            line += b": x-ezat-balance-usd: " + balance + b"\n"
+        return line + b"\n"
 
     @property
     def recorded_cost(self) -> int:
@@ -632,11 +648,3 @@ def _connect_error(exc: BaseException) -> GatewayError:
     return GatewayError(
         502, f"could not reach the provider ({type(exc).__name__})", type_="api_error"
     )
-
-
-def _publish_live(data: UsageData, cost: int, key_prefix: str) -> None:
-    """The dashboard's live feed: coalesced and sent in the background, never holding a request."""
-    from billing.live import feed, row_from_usage
-
-    row = row_from_usage(data, request_id=data.request_id, cost_nano=cost, key_prefix=key_prefix)
-    feed.publish(data.org_id, row)

@@ -127,8 +127,8 @@ def finish(
     fields["latency_ms"] = latency_ms
     if logger.isEnabledFor(logging.INFO):
         logger.info("request", extra=_log_extra(fields, key))
-    if key is None:
-        return  # unauthenticated: no org's log
+    if key is None or not settings.EZAT_REQUEST_LOG:
+        return  # unauthenticated: no org's log (or the log is off)
     fields["started_at"] = t_start or _started_at(latency_ms)
     fields["created_at"] = timezone.now()
     from billing.recorder import writer
@@ -139,7 +139,17 @@ def finish(
         and 400 <= http_status < 500
         and not any("deployment" in a for a in fields["attempts"])
     )
-    writer.submit_log(fields, refusal=refusal)
+    if writer.submit_log(fields, refusal=refusal):
+        _publish_live(fields, key)
+
+
+def _publish_live(fields: dict[str, Any], key: KeyInfo) -> None:
+    """The dashboard's live request feed gets every row the log gets, errors included
+    (coalesced and sent in the background, billing/live.py). A refusal folded into a row of
+    the same second is not sent again: the feed shows the row once, its count on reload."""
+    from billing.live import feed, row_from_log
+
+    feed.publish(fields["org_id"], row_from_log(fields, key_prefix=key.prefix))
 
 
 def _started_at(latency_ms: int) -> datetime:

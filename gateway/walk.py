@@ -180,6 +180,7 @@ class ChainWalk:
             )
         )
         self.rate = admitted.rate
+        self.balance_nano = admitted.balance_nano
         self._slot = admitted.deployment_id
         self._uses_slots = self._slot is not None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
@@ -166,7 +166,8 @@ def stacked_bar_chart(
     width: int = 1000,
     height: int = 280,
 ) -> SafeString:
-    """Bars per day, stacked by series. `metric` is "cost" (nano-USD) or "tokens"."""
+    """Bars per bucket, stacked by series. `metric` is "cost" (nano-USD) or "tokens". Buckets
+    are UTC days (dates) or, for the last 24 hours, UTC hours (aware datetimes)."""
     fmt: Callable[[float], str] = _usd_axis if metric == "cost" else compact
     # A bar's tooltip is an amount, so it reads like every other total (ezat.money).
     tip: Callable[[float], str] = (
@@ -234,7 +235,7 @@ def stacked_bar_chart(
                     f"{bar:.2f}",
                     f"{max(h, 0.5):.2f}",
                     series_colour(label),
-                    day.isoformat(),
+                    _bucket_tip(day),
                     label,
                     tip(value),
                 )
@@ -245,11 +246,24 @@ def stacked_bar_chart(
                     '<text class="axis" x="{}" y="{}" text-anchor="middle">{}</text>',
                     f"{left + slot * i + slot / 2:.1f}",
                     height - 10,
-                    day.strftime("%b %-d"),
+                    _bucket_label(day),
                 )
             )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # every interpolated value above went through format_html
+
+
+def _bucket_label(bucket: date) -> str:
+    """An axis label: "Mar 10" for a day, "14:00" for an hour (UTC)."""
+    if isinstance(bucket, datetime):
+        return bucket.astimezone(UTC).strftime("%H:00")
+    return bucket.strftime("%b %-d")
+
+
+def _bucket_tip(bucket: date) -> str:
+    if isinstance(bucket, datetime):
+        return bucket.astimezone(UTC).strftime("%Y-%m-%d %H:00 UTC")
+    return bucket.isoformat()
 
 
 @register.simple_tag

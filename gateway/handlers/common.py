@@ -219,6 +219,9 @@ def answer_headers(exchange: Exchange) -> Headers:
     if exchange.tokens is not None:
         # A non-stream answer, recorded: its cost exactly as billed (streams: an SSE comment).
         headers.append((b"x-ezat-cost-usd", exchange.cost_usd))
+        balance = exchange.balance_usd
+        if balance is not None:  # the org's balance after this request's settlement
+            headers.append((b"x-ezat-balance-usd", balance))
     return headers
 
 

@@ -43,6 +43,10 @@ class AdmitRequest:
 class Admitted:
     rate: RateInfo
     deployment_id: int | None  # the deployment whose slot was taken (None if no candidates)
+    # The org's balance as the limiter held it when it admitted (credit minus what was charged,
+    # before this request's hold and cost); None when no money was checked (free requests, a
+    # fail-open admission). Read inside the admission step: no extra round trip.
+    balance_nano: int | None = None
 
 
 class AdmissionError(Exception):

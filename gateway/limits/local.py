@@ -228,7 +228,8 @@ class LocalLimiter:
             )
             if self._beats:
                 self._heartbeat.ensure()
-        return Admitted(RateInfo(limit, max(0, limit - count - 1), reset_at), chosen)
+        balance = org.base if org is not None else None
+        return Admitted(RateInfo(limit, max(0, limit - count - 1), reset_at), chosen, balance)
 
     # --- holds ------------------------------------------------------------------------------
     @staticmethod

@@ -365,7 +365,9 @@ class RedisLimiter:
             )
             if self._beats:
                 self._heartbeat.ensure()
-        return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment)
+        raw = res[11] if len(res) > 12 else b""  # res[-1] is the month appended by _run_admit
+        balance = int(raw) if raw not in (b"", "", None) else None
+        return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment, balance)
 
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
         if ticket.scope == "org":

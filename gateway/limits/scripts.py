@@ -108,7 +108,8 @@ end
 # 2 key, org charged, gen, key charged, gen); 0 admitted, 2 funds, 3 capacity, 5 concurrency,
 # 6 fair share (+ detail: chosen slot index | 1 key_cap, 2 org_balance | 0 | 1 key, 2 org | the
 # org's cap, then the reseed claims: org flag, charged, gen, key flag, charged, gen; status 6
-# adds the candidate index and 1 if other orgs were active there).
+# adds the candidate index and 1 if other orgs were active there; status 0 adds the org's
+# balance (base, a decimal string) it was admitted against, or '' when no money was checked).
 ADMIT = (
     _PRELUDE
     + """
@@ -243,7 +244,10 @@ for _, k in ipairs(conc) do
   redis.call('PEXPIRE', k, keep)
 end
 count = count + 1
-return reply(0, chosen)
+-- the org's balance (base) it was admitted against, '' when no money was checked
+local balance = ''
+if hold > 0 then balance = o[1] end
+return reply(0, chosen, balance)
 """
 )
 

@@ -80,7 +80,23 @@
     }
     tr.appendChild(cell(model));
     tr.appendChild(cell(row.key_prefix ? row.key_prefix + "…" : "deleted", "mono small"));
-    tr.appendChild(cell(badge(row.status === "ok" ? "ok" : "client disconnected", "status-" + row.status)));
+    // The same status cell as _request_rows.html: errors show their HTTP status and message.
+    var state = document.createElement("span");
+    state.appendChild(badge(row.status === "ok" ? "ok" : row.status === "error" ?
+      "error " + row.http_status : "client disconnected", "status-" + row.status));
+    if (num(row.count) > 1) {
+      state.appendChild(document.createTextNode(" "));
+      state.appendChild(badge("×" + row.count, "warn", "Refusals of this key and reason in the same second"));
+    }
+    if (row.error_message) {
+      var message = document.createElement("div");
+      message.className = "small error-message";
+      message.title = row.error_type || "";
+      var text = String(row.error_message);
+      message.textContent = text.length > 160 ? text.slice(0, 159) + "…" : text;
+      state.appendChild(message);
+    }
+    tr.appendChild(cell(state));
     var input = num(row.input_tokens) + num(row.cache_read_tokens) + num(row.cache_write_tokens);
     tr.appendChild(cell(compact(input) + " / " + compact(num(row.output_tokens)), "num",
       "input " + num(row.input_tokens) + " · output " + num(row.output_tokens) + " · cache read " +

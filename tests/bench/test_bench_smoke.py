@@ -182,3 +182,38 @@ def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     assert all(r["errors"] == 0 and r["bill_matches"] for r in cache["runs"])
     cache_md = (tmp_path / "out" / "cache.md").read_text()
     assert "## Base workload" in cache_md and "## Churn" in cache_md and "## Targets" in cache_md
+
+
+def test_report_pairs_request_log_on_and_off_cells() -> None:
+    """--request-log-compare: the report pairs each cell of the two gateways with the upstream's
+    and prints their ratios (numbers here are made up; the harness run is the e2e test above)."""
+
+    def row(target: str, p50: float, cpu: float) -> dict[str, object]:
+        return {
+            "section": "matrix",
+            "target": target,
+            "api": "messages" if target != "upstream" else "direct",
+            "stream": False,
+            "conc": 1,
+            "prompt": 1000,
+            "requests": 100,
+            "errors": 0,
+            "rps": 100.0,
+            "p50_ms": p50,
+            "p99_ms": p50,
+            "ttft_p50_ms": None,
+            "ttft_p99_ms": None,
+            "cpu_ms_per_req": cpu,
+            "services_cpu_ms_per_req": 0.2,
+            "other_cpus": 0.1,
+        }
+
+    rows = [row("upstream", 1.0, 0.1), row("gateway-nolog", 2.0, 0.8), row("gateway", 2.04, 0.82)]
+    base = {report._key(rows[0]): rows[0]}
+    section = "\n".join(report._request_log_cost(rows, base))
+    assert "gateway CPU per request, on/off: median 1.025" in section
+    assert "added latency p50, on/off: median 1.040" in section
+    assert (
+        "| messages | json | 1 | 1k | 1.040 | 1.000 | 1.040 | 0.820 | 0.800 | 1.025 | 1.000 |"
+        in section
+    )

@@ -176,6 +176,18 @@ def test_key_used_through_gateway_live_then_revoked(own_customer_page: Any, own_
     expect(live_row).to_contain_text("sonnet")
     assert page.locator("#request-log tbody tr").count() == rows_before + 1
     shot(page, "11-requests-live-row")
+    # A refused request is pushed too, with its status and the error the client saw.
+    try:
+        client.chat.completions.create(
+            model="no-such-model", messages=[{"role": "user", "content": "x"}]
+        )
+    except openai.NotFoundError as exc:
+        refused_id = exc.response.headers["x-request-id"]
+    else:
+        raise AssertionError("an unknown model was answered")
+    error_row = page.locator(f'#request-log tbody tr[data-request-id="{refused_id}"]')
+    expect(error_row).to_contain_text("error 404")
+    expect(error_row.locator(".error-message")).to_contain_text("no-such-model")
 
     page.goto(app.url + "/dashboard/usage/?days=7")
     expect(page.get_by_test_id("usage-requests")).to_have_text(str(requests_before + 1))

@@ -15,7 +15,7 @@ from django.test import Client
 
 from billing import live
 from billing.dashboard_selectors import request_row
-from billing.models import RequestLog, UsageRecord
+from billing.models import RequestLog
 from tests.dashboard.conftest import World
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -137,36 +137,42 @@ async def test_publish_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch) -> No
     assert live.PUBLISH_FAILURES._value.get() == before + 1
 
 
-def test_row_from_usage_matches_row_from_record(world: World) -> None:
-    """The gateway builds rows from what it has in hand; they must match the page's rows."""
-    from billing.pricing import Prices, PriceSchedule, TokenCounts
-    from billing.recorder import UsageData
+def _log_fields(record: RequestLog) -> dict[str, Any]:
+    """A stored row back as the fields the gateway queued it with (gateway/outcome.py)."""
+    from billing.request_log import COLUMNS
 
-    record = UsageRecord.objects.select_related("api_key").get(request_id=world.a.request_id)
-    data = UsageData(
-        request_id=record.request_id,
-        org_id=record.org_id,
-        key_id=record.api_key_id,
-        api="chat",
-        stream=False,
-        model_id=record.model_id,
-        model_name=record.model_name,
-        deployment=record.deployment,
-        tokens=TokenCounts(input=1000, output=200),
-        pricing=PriceSchedule.flat(Prices(3_000_000, 15_000_000, 300_000, 3_750_000, 6_000_000)),
-        started_at=record.started_at,
-        latency_ms=record.latency_ms,
-        attempts=record.attempts,
+    return {column: getattr(record, column) for column in COLUMNS}
+
+
+def test_row_from_log_matches_row_from_record(world: World) -> None:
+    """The gateway builds live rows from what it has in hand, for every request-log row; they
+    must read like the page's rows, billed or refused."""
+    billed = RequestLog.objects.select_related("api_key").get(request_id=world.a.request_id)
+    refused = RequestLog.objects.create(
+        **{
+            **_log_fields(billed),
+            "request_id": "req_refused_live",
+            "status": "error",
+            "http_status": 404,
+            "error_type": "not_found_error",
+            "error_message": "model: unknown model 'nope'",
+            "model_name": "nope",
+            "model_id": "",
+            "requested_model": "",
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_nano": 0,
+            "attempts": [],
+            "count": 3,
+        }
     )
-    from_usage = live.row_from_usage(
-        data,
-        request_id=record.request_id,
-        cost_nano=record.cost_nano,
-        key_prefix=world.a.key.prefix,
-        created_at=record.created_at,
-    )
-    logged = RequestLog.objects.select_related("api_key").get(request_id=record.request_id)
-    assert from_usage == request_row(logged)
+    refused = RequestLog.objects.select_related("api_key").get(pk=refused.pk)
+    for record in (billed, refused):
+        from_gateway = live.row_from_log(_log_fields(record), key_prefix=world.a.key.prefix)
+        assert from_gateway == request_row(record)
+    row = live.row_from_log(_log_fields(refused), key_prefix=world.a.key.prefix)
+    assert (row["status"], row["http_status"], row["count"]) == ("error", 404, 3)
+    assert row["error_message"] == "model: unknown model 'nope'" and row["cost_usd"] == "0.000000"
 
 
 async def test_gateway_feed_coalesces_rows_per_org(world: World, cookies: dict[str, bytes]) -> None:

@@ -186,11 +186,81 @@ def test_non_stream_answers_carry_their_cost_as_billed(e2e: Stack) -> None:
     assert first.cost_nano > 0
 
 
-def _comment_before_end(text: str, end: str) -> str:
-    comments = [line for line in text.splitlines() if line.startswith(": x-ezat-cost-usd: ")]
+def _comment_before_end(text: str, end: str, name: str = "x-ezat-cost-usd") -> str:
+    comments = [line for line in text.splitlines() if line.startswith(f": {name}: ")]
     assert len(comments) == 1, text
     assert text.index(comments[0]) < text.index(end)
     return comments[0].rsplit(" ", 1)[1]
+
+
+HUNDRED_USD_NANO = 100 * 10**9  # Stack.new_key's default credit
+
+
+def test_answers_carry_the_org_balance_after_their_settlement(e2e: Stack) -> None:
+    """x-ezat-balance-usd: the org's balance once this request is settled, as the limiter
+    admitted it (credit minus what was charged) minus the cost billed; read raw through the
+    official SDKs. Each org is fresh, so nothing else of it can settle in between."""
+    first = e2e.new_key()
+    raw = anthropic_client(e2e, first).messages.with_raw_response.create(
+        model="sonnet", max_tokens=64, messages=HI
+    )
+    raw.parse()
+    (usage,) = e2e.usage(org_id=first.org_id)
+    assert usage.cost_nano > 0
+    assert raw.headers["x-ezat-balance-usd"] == _usd(HUNDRED_USD_NANO - usage.cost_nano)
+
+    second = e2e.new_key()
+    oai = client(e2e, second).chat.completions.with_raw_response.create(model=SONNET, messages=HI)
+    oai.parse()
+    (usage,) = e2e.usage(org_id=second.org_id)
+    assert oai.headers["x-ezat-balance-usd"] == _usd(HUNDRED_USD_NANO - usage.cost_nano)
+
+    third = e2e.new_key()
+    resp = client(e2e, third).responses.with_raw_response.create(model=SONNET, input="hi")
+    resp.parse()
+    (usage,) = e2e.usage(org_id=third.org_id)
+    assert resp.headers["x-ezat-balance-usd"] == _usd(HUNDRED_USD_NANO - usage.cost_nano)
+
+    # Free requests check no money: no balance to tell.
+    count = anthropic_client(e2e, first).messages.with_raw_response.count_tokens(
+        model="sonnet", messages=HI
+    )
+    assert count.parse().input_tokens > 0
+    assert "x-ezat-balance-usd" not in count.headers
+
+
+def test_streams_carry_the_balance_after_the_cost_comment(e2e: Stack) -> None:
+    for path, auth, body, end in (
+        (
+            "/v1/messages",
+            "x-api-key",
+            {"model": "sonnet", "max_tokens": 64, "messages": HI, "stream": True},
+            "event: message_stop",
+        ),
+        (
+            "/openai/v1/chat/completions",
+            "authorization",
+            {"model": SONNET, "messages": HI, "stream": True},
+            "data: [DONE]",
+        ),
+        (
+            "/openai/v1/responses",
+            "authorization",
+            {"model": SONNET, "input": "hi", "stream": True},
+            "event: response.completed",
+        ),
+    ):
+        key = e2e.new_key()
+        secret = key.secret if auth == "x-api-key" else f"Bearer {key.secret}"
+        text = httpx.post(f"{e2e.url}{path}", headers={auth: secret}, json=body, timeout=60).text
+        cost = _comment_before_end(text, end)
+        balance = _comment_before_end(text, end, "x-ezat-balance-usd")
+        assert text.index(": x-ezat-cost-usd: ") < text.index(": x-ezat-balance-usd: ")
+        (usage,) = e2e.usage(org_id=key.org_id)
+        assert (cost, balance) == (
+            _usd(usage.cost_nano),
+            _usd(HUNDRED_USD_NANO - usage.cost_nano),
+        ), path
 
 
 def test_streams_carry_their_cost_in_a_final_comment_that_sdks_ignore(e2e: Stack) -> None:
@@ -298,3 +368,68 @@ def test_metrics_scraped_with_the_token_show_4xx_counts(e2e: Stack, token_gatewa
         assert f"\n{name}" in text, name
     assert 'ezat_limiter_decisions_total{decision="rate_limited"}' in text
     assert "org=" not in text  # per-org labels only with EZAT_METRICS_ORG_LABELS
+
+
+# -- issue 16: the dashboard's live feed carries errors too ---------------------------------------
+
+
+def test_live_feed_pushes_error_rows_too(e2e: Stack) -> None:
+    """The gateway publishes every request-log row to the org's live feed, refusals and errors
+    included, on the channel layer the dashboard's websocket reads (Redis in production shape;
+    the embedded InMemory layer lives inside the gateway process, out of a test's reach)."""
+    import asyncio
+
+    from channels_redis.core import RedisChannelLayer
+
+    from billing.live import group_name
+    from tests.e2e.conftest import e2e_redis_url
+
+    url = e2e_redis_url()
+    if not url:
+        pytest.skip("the live feed crosses processes only on the Redis channel layer (REDIS_URL)")
+    key = e2e.new_key()
+    layer = RedisChannelLayer(hosts=[url])
+
+    def requests() -> dict[str, int]:
+        ids: dict[str, int] = {}
+        sdk = anthropic_client(e2e, key)
+        with pytest.raises(anthropic.NotFoundError) as unknown:
+            sdk.messages.create(model="no-such-model", max_tokens=8, messages=HI)
+        ids[unknown.value.response.headers["x-request-id"]] = 404
+        bad = httpx.post(
+            f"{e2e.url}/v1/messages",
+            headers={"x-api-key": key.secret},
+            json={"model": "sonnet", "messages": HI},  # max_tokens missing
+        )
+        assert bad.status_code == 400
+        ids[bad.headers["x-request-id"]] = 400
+        ok = sdk.messages.with_raw_response.create(model="sonnet", max_tokens=8, messages=HI)
+        ok.parse()
+        ids[ok.headers["x-request-id"]] = 200
+        return ids
+
+    async def scenario() -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+        channel = await layer.new_channel()
+        await layer.group_add(group_name(key.org_id), channel)
+        try:
+            ids = await asyncio.to_thread(requests)
+            seen: dict[str, dict[str, Any]] = {}
+            async with asyncio.timeout(60):
+                while not set(ids) <= set(seen):
+                    message = await layer.receive(channel)
+                    batch = message.get("rows") or [message.get("row")]
+                    seen.update({row["request_id"]: row for row in batch if row})
+            return ids, seen
+        finally:
+            await layer.group_discard(group_name(key.org_id), channel)
+            await layer.close_pools()
+
+    ids, seen = asyncio.run(scenario())
+    for request_id, status in ids.items():
+        row = seen[request_id]
+        assert row["http_status"] == status, row
+        assert row["status"] == ("ok" if status == 200 else "error"), row
+        assert row["key_prefix"] and row["key_id"] == key.key_id
+    errors = [seen[r] for r, status in ids.items() if status != 200]
+    assert all(row["error_message"] and row["cost_usd"] == "0.000000" for row in errors), errors
+    assert any("max_tokens" in row["error_message"] for row in errors), errors

@@ -140,6 +140,25 @@ async def test_org_balance_holds_and_settles(make_limiter, money) -> None:
     await refused(lim.admit(req(hold_nano=1)), InsufficientFunds)
 
 
+async def test_admission_returns_the_balance_it_checked(make_limiter, money) -> None:
+    """Issue 16 item 4: x-ezat-balance-usd comes from the admission step itself (no extra
+    round trip): the org's balance before this request's hold, after earlier settlements."""
+    money.org[1] = 1_000
+    lim = make_limiter()
+    first = req(hold_nano=400)
+    assert (await lim.admit(first)).balance_nano == 1_000
+    # a live hold does not lower the balance (it is not charged yet) ...
+    assert (await lim.admit(req(hold_nano=100))).balance_nano == 1_000
+    await lim.settle(first.request_id, key_id=1, org_id=1, hold_nano=400, cost_nano=123)
+    # ... a settlement does, by its cost
+    assert (await lim.admit(req(hold_nano=100))).balance_nano == 877
+    # a free request checks no money: no balance to report
+    assert (await lim.admit(req(hold_nano=0))).balance_nano is None
+    # exact beyond a double's integers (a Lua number would print 1e+16)
+    money.org[2] = 10**16 + 7
+    assert (await lim.admit(req(org_id=2, hold_nano=1))).balance_nano == 10**16 + 7
+
+
 async def test_org_balance_is_shared_by_the_org_keys(make_limiter, money) -> None:
     money.org[1] = 2 * HOLD
     lim = make_limiter()
