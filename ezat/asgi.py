@@ -29,6 +29,7 @@ if settings.EZAT_SERVE_STATIC:
 
     django_app = ASGIStaticFilesHandler(django_app)
 
+from ezat import draining  # noqa: E402
 from ezat.routing import websocket_urlpatterns  # noqa: E402
 from gateway.app import GatewayApp  # noqa: E402
 
@@ -54,13 +55,49 @@ async def _healthz(send) -> None:  # type: ignore[no-untyped-def]
     await send({"type": "http.response.body", "body": _HEALTHZ_BODY})
 
 
+async def _draining(path: str, send) -> None:  # type: ignore[no-untyped-def]
+    """This node is shutting down (ezat/draining.py): /readyz says so, anything else is
+    refused with a retryable 503 on a connection that is then closed."""
+    body = b'{"status": "draining"}' if path == "/readyz" else _DRAINING_BODY
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"retry-after", b"1"),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+_DRAINING_BODY = b'{"error": "this gateway node is shutting down; retry"}'
+
+
 async def application(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
     kind = scope["type"]
-    if kind == "http" and scope["path"].startswith(_API_PREFIXES):
-        await gateway_app(scope, receive, send)
-    elif kind == "http" and scope["path"] == "/healthz" and scope["method"] in ("GET", "HEAD"):
-        await _healthz(send)
-    elif kind == "lifespan":
-        await gateway_app.lifespan(scope, receive, send)
-    else:
-        await channels_app(scope, receive, send)
+    if kind != "http":
+        if kind == "lifespan":
+            await gateway_app.lifespan(scope, receive, send)
+        else:
+            await channels_app(scope, receive, send)
+        return
+    path = scope["path"]
+    if draining.draining_since is not None and path not in draining.PASSTHROUGH_PATHS:
+        if path.startswith(_API_PREFIXES):
+            await gateway_app.refuse_draining(scope, receive, send)
+        else:
+            await _draining(path, send)
+        return
+    draining.inflight += 1
+    try:
+        if path.startswith(_API_PREFIXES):
+            await gateway_app(scope, receive, send)
+        elif path == "/healthz" and scope["method"] in ("GET", "HEAD"):
+            await _healthz(send)
+        else:
+            await channels_app(scope, receive, send)
+    finally:
+        draining.inflight -= 1

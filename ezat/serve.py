@@ -12,8 +12,10 @@ environment first, then the checkout's `.env`):
   concurrency cap, N times over. An explicit `EZAT_WORKERS` above 1 without Redis is refused.
 - set: that many (1–64).
 
-The server is uvicorn (uvloop + httptools): the benchmark measured granian at more CPU per request
-in every cell (bench/README.md, "Other servers"). Arguments after `--` go to uvicorn unchanged.
+On SIGTERM each worker drains first (ezat/graceful.py: /readyz 503 at once, open streams
+finish within EZAT_SHUTDOWN_GRACE_SECONDS). The server is uvicorn (uvloop + httptools): the
+benchmark measured granian at more CPU per request in every cell (bench/README.md, "Other
+servers"). Arguments after `--` go to uvicorn's own CLI unchanged (then without the drain).
 
     python -m ezat.serve [--host H] [--port P] [--dry-run] [-- extra uvicorn args]
 """
@@ -121,7 +123,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.dry_run:
         print(" ".join(cmd))
         return
-    os.execv(cmd[0], cmd)
+    if extra:
+        # Options for uvicorn itself: its own CLI, without the graceful drain on SIGTERM.
+        os.execv(cmd[0], cmd)
+    from ezat import graceful
+
+    # The same server and options in this process, draining on SIGTERM (ezat/graceful.py).
+    graceful.run(args.host, args.port, workers)
 
 
 if __name__ == "__main__":

@@ -240,6 +240,13 @@ EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT = env.float(
 EZAT_UPSTREAM_CONNECT_TIMEOUT = env.float("EZAT_UPSTREAM_CONNECT_TIMEOUT", default=10.0)
 # After a client disconnects mid-stream, keep reading the upstream this long for exact usage.
 EZAT_DISCONNECT_DRAIN_SECONDS = env.float("EZAT_DISCONNECT_DRAIN_SECONDS", default=10.0)
+# Graceful shutdown (ezat/serve.py): after SIGTERM, open requests and streams get this long to
+# finish while /readyz answers 503 and new requests are refused; then the node closes and exits.
+EZAT_SHUTDOWN_GRACE_SECONDS = env.float("EZAT_SHUTDOWN_GRACE_SECONDS", default=30.0)
+if EZAT_SHUTDOWN_GRACE_SECONDS < 0:
+    raise ImproperlyConfigured(
+        f"EZAT_SHUTDOWN_GRACE_SECONDS must be 0 or more, not {EZAT_SHUTDOWN_GRACE_SECONDS!r}"
+    )
 # Process caches: how stale a key or the catalog may be (revocations and edits land within this).
 EZAT_KEY_CACHE_TTL = env.float("EZAT_KEY_CACHE_TTL", default=3.0)
 EZAT_CATALOG_POLL_INTERVAL = env.float("EZAT_CATALOG_POLL_INTERVAL", default=2.0)

@@ -127,6 +127,22 @@ class GatewayApp:
         finally:
             request.close()
 
+    async def refuse_draining(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A new API request while this node shuts down (ezat/draining.py): a 503 in the
+        caller's format that both SDKs retry, on a connection closed after it."""
+        request = ApiRequest(scope, receive)
+        fmt = OPENAI if scope["path"].startswith("/openai/") else ANTHROPIC
+        err = GatewayError(
+            503,
+            "this gateway node is shutting down; retry (another node will answer)",
+            type_="overloaded_error",
+            headers={"x-should-retry": "true", "retry-after": "1", "connection": "close"},
+        )
+        try:
+            await fmt.send_error(send, request, err)
+        finally:
+            request.close()
+
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         background: asyncio.Task[None] | None = None
         durable: asyncio.Task[None] | None = None
@@ -146,16 +162,18 @@ class GatewayApp:
                     background.cancel()
                 if durable is not None:
                     durable.cancel()
-                await checkpoints.aclose()
-                await client.close()
                 from billing.recorder import writer
 
-                # Request-log rows still waiting for their batch (and held refusals) go now.
+                # Usage records are awaited by their requests (all finished by now, see
+                # ezat/serve.py); the request-log rows queued or held behind them (and held
+                # refusals) are written here, bounded so a dead database cannot hang the exit.
                 try:
                     async with asyncio.timeout(5):
                         await writer.drain_log()
                 except TimeoutError:
                     logger.warning("request log rows not written at shutdown (timeout)")
+                await checkpoints.aclose()
+                await client.close()
                 await asyncio.get_running_loop().run_in_executor(None, writer.close)
                 await send({"type": "lifespan.shutdown.complete"})
                 return

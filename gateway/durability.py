@@ -96,7 +96,8 @@ async def sweep_checkpoints() -> int:
         await checkpoints.store.forget(process)
         logger.warning(
             "billed a dead gateway process's open streams",
-            extra={"process": process, "streams": len(entries)},
+            # Not "process": a LogRecord attribute (the KeyError lost the round's other work).
+            extra={"dead_process": process, "streams": len(entries)},
         )
     return billed
 

@@ -28,6 +28,7 @@ REDIS_DB_APP = 0  # REDIS_URL of the test process (production shape)
 REDIS_DB_LAB = 10  # the routing lab's own gateway (cooldowns that must not reach the stack)
 REDIS_DB_ROUTING = 11  # the prefix digest's unit tests
 REDIS_DB_E2E = 12  # the e2e stack's gateway
+REDIS_DB_CLUSTER = 13  # the cluster test's gateways, Celery broker included (tests/cluster)
 REDIS_DB_BROKER = 14  # Celery worker tests
 REDIS_DB_LIMITS = 15  # the limiter suites
 

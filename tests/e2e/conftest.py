@@ -44,6 +44,8 @@ GATEWAY_ENV = {
     "EZAT_COOLDOWN_FAILURES": "3",
     "EZAT_COOLDOWN_SECONDS": "30",
     "LOG_LEVEL": "WARNING",
+    # stop() waits 10 s for the exit: a stream a test left open gets 5 of them.
+    "EZAT_SHUTDOWN_GRACE_SECONDS": "5",
 }
 
 
@@ -81,48 +83,62 @@ class GatewayProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
-def start_gateway(
-    db_url: str, redis_url: str, tmp: Path, extra_env: dict[str, str] | None = None
+    def wait_healthy(self) -> None:
+        deadline = time.monotonic() + 120  # a loaded 2-core box
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gateway exited early:\n{self.log()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"gateway did not become healthy:\n{self.log()}")
+
+
+def launch_gateway(
+    db_url: str,
+    redis_url: str,
+    tmp: Path,
+    extra_env: dict[str, str] | None = None,
+    *,
+    port: int | None = None,
 ) -> GatewayProcess:
-    port = free_port()
+    """Start a gateway process without waiting for it (several start side by side; then
+    `wait_healthy` on each)."""
+    port = port or free_port()
     env = {**os.environ, **GATEWAY_ENV, "DATABASE_URL": db_url, **(extra_env or {})}
     env["REDIS_URL"] = redis_url
+    env.setdefault("EZAT_WORKERS", "1")  # one process per gateway (ezat.serve: one per core)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     log_path = tmp / f"gateway-{port}.log"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "ezat.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--no-access-log",
-        ],
+        # The production launcher: uvicorn (uvloop, httptools) with the graceful shutdown.
+        [sys.executable, "-m", "ezat.serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         env=env,
-        stdout=log_path.open("wb"),
+        stdout=log_path.open("ab"),
         stderr=subprocess.STDOUT,
     )
-    gateway = GatewayProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
-    deadline = time.monotonic() + 120  # a loaded 2-core box
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"gateway exited early:\n{gateway.log()}")
-        try:
-            if httpx.get(gateway.url + "/healthz", timeout=1).status_code == 200:
-                return gateway
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    gateway.stop()
-    raise RuntimeError(f"gateway did not become healthy:\n{gateway.log()}")
+    return GatewayProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+
+
+def start_gateway(
+    db_url: str,
+    redis_url: str,
+    tmp: Path,
+    extra_env: dict[str, str] | None = None,
+    *,
+    port: int | None = None,
+) -> GatewayProcess:
+    gateway = launch_gateway(db_url, redis_url, tmp, extra_env, port=port)
+    gateway.wait_healthy()
+    return gateway
 
 
 @dataclass

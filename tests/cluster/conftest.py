@@ -1,0 +1,147 @@
+"""The running cluster (tests/cluster/harness.py) for the module that breaks it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from gateway.simulator.testing import SimulatorThread
+from tests import services
+from tests.billing.harness import CeleryWorker, subprocess_env
+from tests.cluster.harness import Beat, Cluster, HAProxy, Prometheus
+from tests.e2e.conftest import Key, database_url
+
+NODES = ["n1", "n2", "n3"]
+DEPLOYMENTS = {"cl-a": "sk-sim-cl-a", "cl-b": "sk-sim-cl-b"}
+HOLD_TTL_SECONDS = 15
+SLOT_LEASE_SECONDS = 4
+
+# The gateways: short hold and lease lives (a killed node's must expire within the test), the
+# shutdown grace shorter than the test's waits, and the Celery broker on the cluster's Redis.
+NODE_ENV = {
+    "EZAT_HOLD_TTL_SECONDS": str(HOLD_TTL_SECONDS),
+    "EZAT_SLOT_LEASE_SECONDS": str(SLOT_LEASE_SECONDS),
+    "EZAT_SLOT_HEARTBEAT_SECONDS": "1",
+    "EZAT_SHUTDOWN_GRACE_SECONDS": "20",
+    "EZAT_READYZ_CACHE_SECONDS": "0.25",
+    "CELERY_TASK_ALWAYS_EAGER": "false",
+}
+
+
+class ClusterContext:
+    """The cluster plus what tests need from the test process: keys, records, simulators."""
+
+    def __init__(self, cluster: Cluster, sims: dict[str, SimulatorThread], blocker: Any) -> None:
+        self.cluster = cluster
+        self.sims = sims
+        self.blocker = blocker
+        self._counter = itertools.count()
+
+    @property
+    def url(self) -> str:
+        return self.cluster.lb.url
+
+    @property
+    def lb(self) -> HAProxy:
+        return self.cluster.lb
+
+    def new_key(
+        self,
+        *,
+        credit_usd: str = "100",
+        rpm: int | None = 100_000,
+        cap_nano: int | None = None,
+        concurrency: int | None = None,
+    ) -> Key:
+        from accounts.services import create_api_key, create_org
+        from billing.pricing import usd_to_nano
+        from billing.services import grant_credit
+
+        with self.blocker.unblock():
+            org = create_org(name=f"cluster-{os.getpid()}-{next(self._counter)}-{time.time_ns()}")
+            grant_credit(org=org, amount_nano=usd_to_nano(Decimal(credit_usd)), memo="cluster")
+            new = create_api_key(
+                org=org,
+                name="cluster",
+                rpm_limit=rpm,
+                spend_cap_nano=cap_nano,
+                max_concurrency=concurrency,
+            )
+        return Key(secret=new.secret, org_id=org.pk, key_id=new.key.pk)
+
+    def usage(self, **filters: Any) -> list[Any]:
+        from billing.models import UsageRecord
+
+        with self.blocker.unblock():
+            return list(UsageRecord.objects.filter(**filters).order_by("id"))
+
+
+def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
+    from catalog.models import Deployment
+    from catalog.services import load_catalog, upsert_deployment
+
+    load_catalog()
+    # Deployments other suites left in this test database point at servers that are gone.
+    Deployment.objects.exclude(name__in=list(sims)).delete()
+    for name, sim in sims.items():
+        upsert_deployment(name=name, base_url=sim.url, api_key=DEPLOYMENTS[name])
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterContext]:
+    from django.db import connection
+
+    directory = tmp_path_factory.mktemp("cluster")
+    redis_url = services.redis_url(services.REDIS_DB_CLUSTER)
+    import redis
+
+    redis.Redis.from_url(redis_url).flushdb()
+    sims = {name: SimulatorThread(api_key=key).start() for name, key in DEPLOYMENTS.items()}
+    with django_db_blocker.unblock():
+        _seed_catalog(sims)
+        db_url = database_url(connection.settings_dict)
+        worker_env = subprocess_env(
+            REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url, EZAT_RECONCILE_INTERVAL="1"
+        )
+    cluster = Cluster(
+        db_url=db_url,
+        redis_url=redis_url,
+        env={**NODE_ENV, "CELERY_BROKER_URL": redis_url},
+        directory=directory,
+    )
+    try:
+        # Everything starts side by side; the waits come after.
+        cluster.workers = [
+            CeleryWorker("celery", directory / f"worker{n}.log", concurrency=1, env=worker_env)
+            for n in range(2)
+        ]
+        cluster.beat = Beat(worker_env, directory)
+        cluster.start_nodes(NODES)
+        cluster.haproxy = HAProxy({n: g.port for n, g in cluster.nodes.items()}, directory)
+        cluster.prometheus = Prometheus([g.port for g in cluster.nodes.values()], directory)
+        for worker in cluster.workers:
+            worker.wait_for(r"\bready\.", timeout=120)
+        cluster.lb.wait_states(dict.fromkeys(NODES, "UP"))
+        yield ClusterContext(cluster, sims, django_db_blocker)
+    finally:
+        cluster.stop()
+        for sim in sims.values():
+            sim.stop()
+        with django_db_blocker.unblock():
+            from catalog.models import Deployment
+
+            Deployment.objects.filter(name__in=list(sims)).delete()
+
+
+def sigkill(process: Any) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
