@@ -29,6 +29,7 @@ def _exchange(calls: list[Any]) -> Exchange:
     exchange._tracker = None
     exchange._settled = False
     exchange._recorded_cost = 0
+    exchange.balance_nano = 10_000_000_000  # admitted against $10 (x-ezat-balance-usd)
     exchange.tokens = None
     exchange.http_status = None
     exchange.error = None
@@ -65,8 +66,11 @@ def test_a_failure_after_the_first_token_is_recorded_before_the_client_sees_the_
         exchange.fail_stream(writer, b"event: error\n\n", 502, tracker=tracker)  # type: ignore[arg-type]
     )
     assert calls == [("record", STREAM_FAILED), ("settle",)]
-    # The cost as billed precedes the error event (an SSE comment the SDKs skip).
-    assert writer.sent == [b": x-ezat-cost-usd: 0.000000123\n\nevent: error\n\n"]
+    # The cost as billed, and the balance after it, precede the error event (SSE comments the
+    # SDKs skip).
+    assert writer.sent == [
+        b": x-ezat-cost-usd: 0.000000123\n: x-ezat-balance-usd: 9.999999877\n\nevent: error\n\n"
+    ]
 
 
 def test_a_stream_already_recorded_is_not_recorded_again_when_it_fails_or_is_cancelled() -> None:
