@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,12 @@ from tests import services
 def pytest_configure(config: pytest.Config) -> None:
     """Start the session's private Redis before any test module is imported (modules derive
     their URLs from it) and point the app's settings at it. See tests/services.py."""
+    # A shell without job control starts background commands with SIGINT ignored, and an
+    # ignored signal stays ignored across exec: the processes the Ctrl-C tests start (the
+    # simulator's CLI, `make run`) would never see their SIGINT. A handled signal resets to the
+    # default at exec, so taking it here gives every child a live Ctrl-C, however CI started us.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     server = services.session_server()  # may have started already (tests/services.py)
     from django.conf import settings
 
