@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # The Redis databases of the private server, one per use, so suites never see each other's keys.
 REDIS_DB_APP = 0  # REDIS_URL of the test process (production shape)
@@ -43,6 +44,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it is still alive after `grace` seconds; reaped either way."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(grace)
 
 
 class RedisServer:
@@ -106,13 +118,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

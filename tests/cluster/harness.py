@@ -27,7 +27,7 @@ import httpx
 
 from tests.billing.harness import CeleryWorker
 from tests.e2e.conftest import ROOT, GatewayProcess, launch_gateway
-from tests.services import ServiceError, free_port
+from tests.services import ServiceError, free_port, stop_process
 from tests.waiting import wait_for
 
 NODE_HEADER = "x-ezat-node"
@@ -134,13 +134,7 @@ class HAProxy:
         )
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 PROMETHEUS_CONFIG = """\
@@ -196,13 +190,7 @@ class Prometheus:
         return list(answer.json()["data"]["result"])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 class Beat:
@@ -223,13 +211,7 @@ class Beat:
         )  # fmt: skip
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 @dataclass
