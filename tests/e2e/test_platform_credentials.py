@@ -12,6 +12,7 @@ deployment, so each test asserts one attempt, answered `ok` by the deployment un
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import json
@@ -59,7 +60,7 @@ def temporary_keys() -> tuple[str, str, str]:
     """(access key id, secret, session token) shaped like STS's temporary credentials."""
     return (
         "ASIA" + secrets.token_hex(8).upper(),
-        secrets.token_urlsafe(30),
+        base64.b64encode(secrets.token_bytes(30)).decode(),  # 40 characters, as AWS's
         "IQoJb3JpZ2luX2Vj" + secrets.token_urlsafe(48),
     )
 
