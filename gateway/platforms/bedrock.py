@@ -25,6 +25,7 @@ This module imports botocore, and is itself imported only when a Bedrock deploym
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import hashlib
@@ -35,7 +36,8 @@ from urllib.parse import quote
 
 import orjson
 from botocore.auth import SigV4Auth
-from botocore.credentials import Credentials, ReadOnlyCredentials
+from botocore.credentials import Credentials, ReadOnlyCredentials, RefreshableCredentials
+from botocore.exceptions import BotoCoreError
 from botocore.utils import normalize_url_path
 
 from catalog.platform_config import BEDROCK_VERSION
@@ -95,19 +97,38 @@ class _Signer:
             ).get_frozen_credentials()
         self._lock = threading.Lock()
 
+    def _resolve(self) -> ReadOnlyCredentials:
+        """The chain's current credentials (blocking: botocore reads files, runs a
+        credential_process, or calls STS or the instance/container metadata endpoints)."""
+        try:
+            if self._chain is None:
+                with self._lock:
+                    if self._chain is None:
+                        import botocore.session
+
+                        self._chain = botocore.session.get_session().get_credentials()
+            if self._chain is None:
+                raise PlatformAuthError("no AWS credentials found in the standard chain")
+            # Refreshable credentials (role, web identity, SSO, credential_process, container)
+            # refresh themselves here when they are close to expiring: read on every request.
+            frozen: ReadOnlyCredentials = self._chain.get_frozen_credentials()
+        except BotoCoreError as exc:  # a missing profile, a failing credential_process, …
+            raise PlatformAuthError(f"AWS credential chain: {exc}") from exc
+        return frozen
+
+    async def ready(self) -> None:
+        """Resolve the chain, or refresh its credentials when due, in a worker thread, so the
+        blocking providers never stall the event loop; `credentials()` then only reads."""
+        if self._static is not None:
+            return
+        chain = self._chain
+        if chain is None or (isinstance(chain, RefreshableCredentials) and chain.refresh_needed()):
+            await asyncio.to_thread(self._resolve)
+
     def credentials(self) -> ReadOnlyCredentials:
         if self._static is not None:
             return self._static
-        if self._chain is None:
-            with self._lock:
-                if self._chain is None:
-                    import botocore.session
-
-                    self._chain = botocore.session.get_session().get_credentials()
-        if self._chain is None:
-            raise PlatformAuthError("no AWS credentials found in the standard chain")
-        frozen: ReadOnlyCredentials = self._chain.get_frozen_credentials()
-        return frozen
+        return self._resolve()
 
     def headers(
         self,
@@ -213,7 +234,9 @@ class BedrockPlatform:
                 f"authorization: Bearer {deployment.api_key}\r\n"
             )
         else:
-            head = self._signer(deployment).headers(
+            signer = self._signer(deployment)
+            await signer.ready()
+            head = signer.headers(
                 f"{target.path_prefix}{route}", target.host_header, payload, accept
             )
         return route, head, payload

@@ -68,7 +68,7 @@ class TokenCache:
     def __init__(self) -> None:
         self._sources: dict[tuple[int, int], _Source] = {}
 
-    def _source(self, deployment: DeploymentInfo) -> _Source:
+    async def _source(self, deployment: DeploymentInfo) -> _Source:
         # Keyed by the key file too: a new one (rotated in the admin) gets its own tokens.
         key = (deployment.id, hash(deployment.secrets.get("service_account_json", "")))
         source = self._sources.get(key)
@@ -76,16 +76,19 @@ class TokenCache:
             from google.auth.exceptions import GoogleAuthError
 
             try:
-                credentials = _credentials(deployment)
+                # In a worker thread: Application Default Credentials read files and, on a
+                # Google Cloud host, probe the metadata server; the event loop must not wait.
+                credentials = await asyncio.to_thread(_credentials, deployment)
             except (GoogleAuthError, ValueError, KeyError) as exc:  # no ADC, a bad key
                 SIDE_EFFECT_FAILURES.labels("vertex_credentials").inc()
                 _cool_down(deployment.id)
                 raise PlatformAuthError(f"no Google credentials ({type(exc).__name__})") from None
-            source = self._sources[key] = _Source(deployment.id, credentials)
+            # Another request may have resolved it meanwhile: keep the first.
+            source = self._sources.setdefault(key, _Source(deployment.id, credentials))
         return source
 
     async def token(self, deployment: DeploymentInfo) -> str:
-        source = self._source(deployment)
+        source = await self._source(deployment)
         now = time.time()
         margin = settings.EZAT_VERTEX_TOKEN_REFRESH_MARGIN
         if source.token and now < source.expires_at - margin:

@@ -49,6 +49,8 @@ class PlatformSim:
     project: str = "ezat-sim-project"
     aws_access_key_id: str = ""
     aws_secret_access_key: str = ""
+    # Temporary credentials: when set, requests must carry it as x-amz-security-token.
+    aws_session_token: str = ""
     bedrock_api_key: str = ""
     # Vertex: the service account whose JWTs the token endpoint accepts.
     client_email: str = ""
@@ -186,6 +188,9 @@ def sigv4_problem(sim: PlatformSim, request: web.Request, body: bytes) -> str | 
         return "The security token included in the request is invalid."
     if match["service"] != "bedrock" or match["region"] != sim.region:
         return f"Credential should be scoped to a valid region and service bedrock ({sim.region})"
+    given_token = request.headers.get("x-amz-security-token", "")
+    if sim.aws_session_token and not hmac.compare_digest(given_token, sim.aws_session_token):
+        return "The security token included in the request is invalid."
     amz_date = request.headers.get("x-amz-date", "")
     signed = match["signed"].split(";")
     headers = {name: request.headers.get(name, "") for name in signed}

@@ -46,6 +46,8 @@ GATEWAY_ENV = {
     "LOG_LEVEL": "WARNING",
     # stop() waits 10 s for the exit: a stream a test left open gets 5 of them.
     "EZAT_SHUTDOWN_GRACE_SECONDS": "5",
+    # A Bedrock deployment without keys must never make botocore probe the EC2 metadata endpoint.
+    "AWS_EC2_METADATA_DISABLED": "true",
 }
 
 

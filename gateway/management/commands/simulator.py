@@ -40,6 +40,9 @@ class Command(BaseCommand):
         parser.add_argument("--project", default="ezat-sim-project")
         parser.add_argument("--aws-access-key-id", default="")
         parser.add_argument("--aws-secret-access-key", default="")
+        parser.add_argument(
+            "--aws-session-token", default="", help="bedrock: also require this session token"
+        )
         parser.add_argument("--bedrock-api-key", default="")
         parser.add_argument("--service-account-file", default="")
 
@@ -51,6 +54,7 @@ class Command(BaseCommand):
             project=options["project"],
             aws_access_key_id=options["aws_access_key_id"],
             aws_secret_access_key=options["aws_secret_access_key"],
+            aws_session_token=options["aws_session_token"],
             bedrock_api_key=options["bedrock_api_key"],
         )
         if platform == "bedrock" and not (sim.aws_access_key_id or sim.bedrock_api_key):
