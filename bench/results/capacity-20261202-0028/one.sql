@@ -1,0 +1,1 @@
+INSERT INTO usage (request_id, started_at, org_id, api_key_id, model_id, input_tokens, output_tokens, cache_read, cache_write, cost_nano, status, attempts) VALUES (md5(random()::text), now(), (random()*100)::int, (random()*1000)::int, 'anthropic/claude-sonnet-5-5', 1000, 200, 0, 0, 6000000, 'ok', '[{"deployment":"sim","outcome":"ok","status":200}]');
