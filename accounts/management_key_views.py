@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import ManagementKey, Membership
 from accounts.services import create_management_key, revoke_management_key
-from accounts.views import org_view, page
+from accounts.views import org_view, page, take_new_secret
 
 SESSION_NEW_MANAGEMENT_KEY = "ezat_new_management_key"
 
@@ -66,17 +66,10 @@ def management_key_created(
     request: HttpRequest, membership: Membership, key_id: int
 ) -> HttpResponse:
     key = _key_or_404(membership, key_id)
-    pending = request.session.pop(SESSION_NEW_MANAGEMENT_KEY, None)
-    if not isinstance(pending, dict) or pending.get("key_id") != key.pk:
-        if pending is not None:  # another key's secret: keep it for its own page
-            request.session[SESSION_NEW_MANAGEMENT_KEY] = pending
-        messages.info(
-            request,
-            f"The secret of {key.prefix}… was shown once and cannot be shown again. "
-            "If you did not copy it, revoke the key and create another.",
-        )
+    secret = take_new_secret(request, SESSION_NEW_MANAGEMENT_KEY, key.pk, key.prefix)
+    if secret is None:
         return redirect("dashboard:management-keys")
-    context = page(request, membership, key=key, secret=pending["secret"])
+    context = page(request, membership, key=key, secret=secret)
     return render(request, "dashboard/management_key_created.html", context)
 
 

@@ -177,18 +177,28 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
 def key_created(request: HttpRequest, membership: Membership, key_id: int) -> HttpResponse:
     """Shows a new key's secret once (no-store); a reload finds it gone and says so."""
     key = _key_or_404(membership, key_id)
-    pending = request.session.pop(SESSION_NEW_KEY, None)
-    if not isinstance(pending, dict) or pending.get("key_id") != key.pk:
-        if pending is not None:  # another key's secret: keep it for its own page
-            request.session[SESSION_NEW_KEY] = pending
-        messages.info(
-            request,
-            f"The secret of {key.prefix}… was shown once and cannot be shown again. "
-            "If you did not copy it, revoke the key and create another.",
-        )
+    secret = take_new_secret(request, SESSION_NEW_KEY, key.pk, key.prefix)
+    if secret is None:
         return redirect("dashboard:keys")
-    context = page(request, membership, key=key, secret=pending["secret"])
+    context = page(request, membership, key=key, secret=secret)
     return render(request, "dashboard/key_created.html", context)
+
+
+def take_new_secret(request: HttpRequest, session_key: str, key_id: int, prefix: str) -> str | None:
+    """A new key's secret, left in the session by its creation's redirect, taken out so that it
+    is shown once (API keys and management keys alike). None, with a message saying why, when it
+    is gone; another key's pending secret stays for its own page."""
+    pending = request.session.pop(session_key, None)
+    if isinstance(pending, dict) and pending.get("key_id") == key_id:
+        return str(pending["secret"])
+    if pending is not None:
+        request.session[session_key] = pending
+    messages.info(
+        request,
+        f"The secret of {prefix}… was shown once and cannot be shown again. "
+        "If you did not copy it, revoke the key and create another.",
+    )
+    return None
 
 
 @require_http_methods(["GET", "POST"])
