@@ -7,7 +7,6 @@ checks the committed README block against the committed cache.json).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
@@ -19,6 +18,7 @@ import orjson
 
 from bench.cache_metrics import Outcome, churn, moves, totals
 from bench.cache_workload import Workload
+from bench.readme_block import MarkedBlock
 from billing.pricing import PRICE_KINDS, Prices, PriceSchedule, PriceTier
 
 REPO = Path(__file__).resolve().parent.parent
@@ -545,23 +545,16 @@ def readme_block(data: dict[str, Any], source: str) -> str:
     return "\n".join(lines)
 
 
-_BLOCK_RE = re.compile(re.escape(BLOCK_START) + r".*?" + re.escape(BLOCK_END), re.S)
+_BLOCK = MarkedBlock(BLOCK_START, BLOCK_END, "cache-bench")
 
 
 def update_readme(out_dir: Path, readme: Path = README) -> None:
     data = orjson.loads((out_dir / "cache.json").read_bytes())
     source = out_dir.resolve().relative_to(REPO).as_posix()
     block = readme_block(data, source)
-    text = readme.read_text()
-    if not _BLOCK_RE.search(text):
-        raise SystemExit(f"{readme}: no cache-bench block (add the two marker lines first)")
-    readme.write_text(_BLOCK_RE.sub(lambda _: block, text, count=1))
+    _BLOCK.replace(readme, block)
 
 
 def readme_source(readme: Path = README) -> str | None:
     """The results directory the README's block was generated from."""
-    found = _BLOCK_RE.search(readme.read_text())
-    if not found:
-        return None
-    link = re.search(r"\[([^\]]+)/cache\.md\]", found.group(0))
-    return link.group(1) if link else None
+    return _BLOCK.source(readme, r"\[([^\]]+)/cache\.md\]")
