@@ -18,13 +18,13 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 
 from catalog.snapshot import ModelInfo
+from gateway.expiring_lru import ExpiringLru
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def signatures_in_reply(content: Iterable[Any]) -> list[str]:
 
 class SignedKinds:
     def __init__(self) -> None:
-        self._local: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._local: ExpiringLru[str] = ExpiringLru(MAX_LOCAL_ENTRIES)
         self._redis: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -89,10 +89,7 @@ class SignedKinds:
             return
         expires = time.monotonic() + settings.EZAT_THINKING_TTL_SECONDS
         for key in keys:
-            self._local[key] = (expires, kind)
-            self._local.move_to_end(key)
-        while len(self._local) > MAX_LOCAL_ENTRIES:
-            self._local.popitem(last=False)
+            self._local.put(key, kind, expires)
         if self._client() is not None:
             task = asyncio.get_running_loop().create_task(self._publish(keys, kind))
             self._tasks.add(task)
@@ -115,9 +112,9 @@ class SignedKinds:
             return None
         now = time.monotonic()
         for key in keys:
-            hit = self._local.get(key)
-            if hit is not None and hit[0] > now:
-                return hit[1]
+            hit = self._local.get(key, now)
+            if hit is not None:
+                return hit
         client = self._client()
         if client is None:
             return None

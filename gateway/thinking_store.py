@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from gateway.expiring_lru import ExpiringLru
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ MAX_LOCAL_ENTRIES = 20_000
 
 class ThinkingStore:
     def __init__(self) -> None:
-        self._local: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._local: ExpiringLru[bytes] = ExpiringLru(MAX_LOCAL_ENTRIES)
         self._redis: Any = None
 
     def _client(self) -> Any:
@@ -73,10 +73,7 @@ class ThinkingStore:
                 logger.warning("thinking store: redis put failed", exc_info=True)
         expires = time.monotonic() + ttl
         for key, value in items.items():
-            self._local[key] = (expires, value)
-            self._local.move_to_end(key)
-        while len(self._local) > MAX_LOCAL_ENTRIES:
-            self._local.popitem(last=False)
+            self._local.put(key, value, expires)
 
     async def get_many(
         self, org_id: int, tool_ids: Iterable[str]
@@ -102,9 +99,9 @@ class ThinkingStore:
                 logger.warning("thinking store: redis get failed", exc_info=True)
         now = time.monotonic()
         for tool_id, key in zip(ids, keys, strict=True):
-            hit = self._local.get(key)
-            if tool_id not in found.blocks and hit is not None and hit[0] > now:
-                found.add(tool_id, orjson.loads(hit[1]))
+            hit = self._local.get(key, now)
+            if tool_id not in found.blocks and hit is not None:
+                found.add(tool_id, orjson.loads(hit))
         return found
 
 
