@@ -84,7 +84,15 @@ def test_playground_streams_an_answer_and_shows_its_cost(
 
     assert shown_cost == "$" + money.usd_from_nano(cost_nano)  # the exact cost billed
 
-    # In the request log, marked as from the Playground, and its detail page opens.
+    # In the request log, marked as from the Playground, and its detail page opens. The log row
+    # is written by the usage writer's group commit after the bill (billing/request_log.py):
+    # wait for it, not for the page's first load.
+    def logged() -> bool:
+        from billing.models import RequestLog
+
+        return RequestLog.objects.filter(request_id=request_id).exists()
+
+    wait_for(lambda: _in_db_thread(app, logged), what=f"the request-log row of {request_id}")
     page.goto(app.url + "/dashboard/requests/")
     row = page.locator(f'#request-log tbody tr[data-request-id="{request_id}"]')
     expect(row.get_by_test_id("playground-badge")).to_be_visible()

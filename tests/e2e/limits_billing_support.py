@@ -138,8 +138,13 @@ class Reply:
         return str(self.json()["error"]["type"])
 
 
-async def burst(calls: list[Call], *, timeout: float = 30) -> list[Reply]:
-    """Fire every call at once (one connection each) and collect the replies in call order."""
+async def burst(
+    calls: list[Call], *, timeout: float = 30, done: list[Reply] | None = None
+) -> list[Reply]:
+    """Fire every call at once (one connection each) and collect the replies in call order.
+
+    `done`, when given, gets each reply as it arrives: a test watching from another thread sees
+    which calls have been answered while the rest are still held upstream."""
     limits = httpx.Limits(max_connections=len(calls) + 5, max_keepalive_connections=0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
         start = asyncio.Event()
@@ -147,9 +152,12 @@ async def burst(calls: list[Call], *, timeout: float = 30) -> list[Reply]:
         async def one(url: str, headers: dict[str, str], body: bytes) -> Reply:
             await start.wait()
             response = await client.post(url, headers=headers, content=body)
-            return Reply(
+            reply = Reply(
                 response.status_code, response.headers, response.content, url, time.monotonic()
             )
+            if done is not None:
+                done.append(reply)  # list.append is atomic: safe to read from another thread
+            return reply
 
         tasks = [asyncio.create_task(one(*call)) for call in calls]
         await asyncio.sleep(0)  # every task is now waiting on the event: release them together
@@ -157,8 +165,10 @@ async def burst(calls: list[Call], *, timeout: float = 30) -> list[Reply]:
         return list(await asyncio.gather(*tasks))
 
 
-def run_burst(calls: list[Call]) -> list[Reply]:
-    return asyncio.run(burst(calls))
+def run_burst(
+    calls: list[Call], *, timeout: float = 30, done: list[Reply] | None = None
+) -> list[Reply]:
+    return asyncio.run(burst(calls, timeout=timeout, done=done))
 
 
 def post(url: str, headers: dict[str, str], body: bytes) -> httpx.Response:
