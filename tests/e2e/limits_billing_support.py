@@ -15,6 +15,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -169,6 +170,33 @@ def run_burst(
     calls: list[Call], *, timeout: float = 30, done: list[Reply] | None = None
 ) -> list[Reply]:
     return asyncio.run(burst(calls, timeout=timeout, done=done))
+
+
+def run_burst_held_upstream(
+    sim: SimulatorThread, calls: list[Call], *, marker: str, admitted: int
+) -> list[Reply]:
+    """A burst whose admitted requests stay in flight until every other one is answered.
+
+    The simulator pauses each request whose body holds `marker`; the pauses end once `admitted`
+    of them are at the upstream and the other calls have all been refused. Every admission
+    decision of the burst therefore sees the holds of the admitted requests: a condition, not a
+    delay that a busy machine can outlast. More admissions than `admitted` fail the wait."""
+    sim.script({"match": marker, "pause_after_events": 0, "pause": 600, "times": -1})
+    answered: list[Reply] = []
+
+    def held() -> int:
+        return sum(marker in str(r["body"]) for r in sim.requests())
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run_burst, calls, timeout=120, done=answered)
+        try:
+            wait_for(
+                lambda: held() == admitted and len(answered) == len(calls) - admitted,
+                what=f"{admitted} requests held upstream and {len(calls) - admitted} refused",
+            )
+        finally:
+            sim.release()
+        return running.result()
 
 
 def post(url: str, headers: dict[str, str], body: bytes) -> httpx.Response:

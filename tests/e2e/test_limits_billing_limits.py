@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,8 +35,8 @@ from tests.e2e.limits_billing_support import (
     parse_reset,
     post,
     run_burst,
+    run_burst_held_upstream,
 )
-from tests.waiting import DEADLINE, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -261,30 +260,13 @@ def test_concurrent_requests_never_spend_beyond_the_limit(
         # The balance belongs to the org: two of its keys draw on it together.
         key = e2e.new_key(credit_usd=nano_to_usd_str(limit))
         secrets = [key.secret, _second_key(e2e, key.org_id)]
-    # The admitted requests stay in flight (paused upstream) while the rest are decided, so every
-    # admission of the burst sees the others' holds: exactly 10 fit. They are let go only once all
-    # 10 are at the upstream and all 90 refusals are back: a condition, not a delay that a busy
-    # machine can outlast.
-    e2e.sim.script({"match": f"burst-{tag}", "pause_after_events": 0, "pause": 600, "times": -1})
+    # The admitted requests stay in flight (paused upstream) until the rest are decided, so every
+    # admission of the burst sees the others' holds: exactly 10 fit.
     calls = [
         _money_call(api, urls[i % len(urls)], secrets[i // 2 % len(secrets)], burst_text)
         for i in range(BURST)
     ]
-    answered: list[Reply] = []
-
-    def held_upstream() -> int:
-        return sum(f"burst-{tag}" in str(r["body"]) for r in e2e.sim.requests())
-
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(run_burst, calls, timeout=DEADLINE * 2, done=answered)
-        try:
-            wait_for(
-                lambda: held_upstream() == COVERED and len(answered) == BURST - COVERED,
-                what=f"{COVERED} requests held upstream and {BURST - COVERED} refused",
-            )
-        finally:
-            e2e.sim.release()
-        replies = running.result()
+    replies = run_burst_held_upstream(e2e.sim, calls, marker=f"burst-{tag}", admitted=COVERED)
     ok = [r for r in replies if r.status == 200]
     refused = [r for r in replies if r.status != 200]
     assert len(ok) == COVERED, sorted(r.status for r in replies)

@@ -29,7 +29,7 @@ from tests.e2e.limits_billing_support import (
     post,
     private_model,
     records_by_request,
-    run_burst,
+    run_burst_held_upstream,
     sse_events,
     wait_for,
 )
@@ -531,9 +531,10 @@ def test_reused_request_id_cannot_overspend_a_cap(e2e: Stack) -> None:
     body = messages_body(f"long answer same-{tag}", max_tokens=200)
     hold = hold_nano(body, 200)
     key = e2e.new_key(cap_usd=nano_to_usd_str(2 * hold + hold // 2))
-    e2e.sim.script({"match": f"same-{tag}", "delay": 2.0, "times": -1})
     headers = auth(key.secret, **{"x-request-id": f"same-{tag}"})
-    replies = run_burst([(e2e.url + MESSAGES, headers, body)] * 10)
+    replies = run_burst_held_upstream(
+        e2e.sim, [(e2e.url + MESSAGES, headers, body)] * 10, marker=f"same-{tag}", admitted=2
+    )
     statuses = sorted(r.status for r in replies)
     assert statuses == [200, 200] + [402] * 8, statuses
     records = e2e.usage(org_id=key.org_id)
