@@ -17,7 +17,7 @@ from accounts import selectors
 from accounts.forms import FallbackChainForm
 from accounts.models import Membership
 from accounts.services import AccountsError, clear_fallbacks, set_fallbacks
-from accounts.views import org_view, page
+from accounts.web import org_view, page
 from catalog.chains import AUTO_MODEL_ID, AUTO_MODEL_NAME
 from catalog.selectors import model_choices, suggested_chain_rows
 

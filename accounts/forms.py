@@ -11,8 +11,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from accounts.models import ApiKey, Membership, Organization
-from billing.pricing import usd_to_nano
 from ezat import money
+from ezat.pricing import usd_to_nano
 
 
 def usd_initial(nano: int | None) -> str:

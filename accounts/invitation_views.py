@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts import invitations, selectors
 from accounts.models import Invitation
 from accounts.services import InvitationError, accept_invitation, invitation_refusal
-from accounts.views import SESSION_ORG
+from accounts.web import SESSION_ORG
 
 # Status of the page explaining why an invitation cannot be accepted.
 _STATUS = {

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import ManagementKey, Membership
 from accounts.services import create_management_key, revoke_management_key
-from accounts.views import org_view, page, take_new_secret
+from accounts.views import take_new_secret
+from accounts.web import org_view, page
 
 SESSION_NEW_MANAGEMENT_KEY = "ezat_new_management_key"
 

@@ -1,21 +1,14 @@
-"""Dashboard pages for keys, members and the org switcher; the tenancy guard every page uses.
+"""Dashboard pages for keys, members and the org switcher.
 
-Tenancy: a page never takes an org id it has not checked. `org_view` resolves the current org
-from the session (or `?org=<id>`), verifies the signed-in user is a member — 404 otherwise, so
-other tenants' org ids are not even confirmed to exist — and hands the view a `Membership`.
-Everything the view reads is then filtered by `membership.org`.
+The tenancy guard (`org_view`) and the layout context (`page`) every page uses are in
+`accounts/web.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-from typing import Any
-
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
@@ -39,64 +32,12 @@ from accounts.services import (
     set_member_role,
     update_api_key_limits,
 )
+from accounts.web import SESSION_ORG, org_view, page
 from catalog.selectors import model_choices
 
-SESSION_ORG = "ezat_org_id"
 # The secret of a key just created, between the POST and the page that shows it (Post/Redirect/
 # Get): popped by the first GET, so a reload shows nothing and mints nothing.
 SESSION_NEW_KEY = "ezat_new_key"
-
-OrgViewFunc = Callable[..., HttpResponse]
-
-
-def current_membership(request: HttpRequest) -> Membership | None:
-    """The membership for this request's org; `?org=<id>` switches (and must be a member's)."""
-    user = request.user
-    requested = request.GET.get("org")
-    if requested is not None:
-        membership = selectors.membership_for(user, requested)
-        if membership is None:
-            raise Http404("No such organization.")
-        request.session[SESSION_ORG] = membership.org_id
-        return membership
-    membership = selectors.membership_for(user, request.session.get(SESSION_ORG))
-    if membership is None:
-        # First visit, or removed from the org in the session: fall back to the first org.
-        membership = selectors.memberships_for_user(user).first()
-        if membership is not None:
-            request.session[SESSION_ORG] = membership.org_id
-    return membership
-
-
-def org_view(*, owner_only: bool = False) -> Callable[[OrgViewFunc], OrgViewFunc]:
-    """Sign-in required, current org resolved and checked; the view gets `membership` next."""
-
-    def decorator(view: OrgViewFunc) -> OrgViewFunc:
-        @wraps(view)
-        @login_required
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            membership = current_membership(request)
-            if membership is None:
-                return render(request, "dashboard/no_org.html", status=403)
-            if owner_only and membership.role != Membership.Role.OWNER:
-                raise PermissionDenied("Only owners of this organization can do that.")
-            return view(request, membership, *args, **kwargs)
-
-        return wrapper
-
-    return decorator
-
-
-def page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[str, Any]:
-    """The context every dashboard page's layout needs (nav, org switcher, role)."""
-    return {
-        "membership": membership,
-        "org": membership.org,
-        "is_owner": membership.role == Membership.Role.OWNER,
-        "memberships": selectors.memberships_for_user(request.user),
-        "invitation_count": selectors.pending_invitations_for_user(request.user).count(),
-        **extra,
-    }
 
 
 def _safe_next(request: HttpRequest, fallback: str) -> str:

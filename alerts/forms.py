@@ -9,8 +9,8 @@ from django import forms
 
 from alerts.models import AlertSettings
 from alerts.webhook import WebhookURLError, check_webhook_url
-from billing.pricing import usd_to_nano
 from ezat import money
+from ezat.pricing import usd_to_nano
 
 
 class AlertSettingsForm(forms.Form):

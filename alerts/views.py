@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Membership
-from accounts.views import org_view, page
+from accounts.web import org_view, page
 from alerts import selectors, services, signing
 from alerts.forms import AlertSettingsForm
 

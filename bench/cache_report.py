@@ -19,7 +19,7 @@ import orjson
 from bench.cache_metrics import Outcome, churn, moves, totals
 from bench.cache_workload import Workload
 from bench.readme_block import MarkedBlock
-from billing.pricing import PRICE_KINDS, Prices, PriceSchedule, PriceTier
+from ezat.pricing import PRICE_KINDS, Prices, PriceSchedule, PriceTier
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -15,10 +15,11 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from billing import org_admin  # noqa: F401  (registers the Organization admin)
 from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.selectors import itemised_cost
-from billing.templatetags.dashboard import format_usd
 from ezat import money
+from ezat.templatetags.dashboard import format_usd
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

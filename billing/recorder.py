@@ -25,7 +25,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
-from billing.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
+from ezat.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
 
 if TYPE_CHECKING:
     from billing.pg_async import AsyncPgInserter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import F
@@ -10,6 +11,19 @@ from django.db.models import F
 from accounts.models import Organization
 from billing.models import LedgerEntry
 from ezat.audit import audit
+
+CreditListener = Callable[[int, int], None]  # (org id, amount in nano-USD)
+
+# The live limiter learns of new money at once. It lives in the gateway, which sits above billing,
+# so gateway/apps.py hands the listener down at start-up (billing never imports gateway); every
+# process has the gateway app installed. Without one, the limiter's periodic reseed still finds
+# the credit in the database.
+_credit_listener: CreditListener | None = None
+
+
+def set_credit_listener(listener: CreditListener | None) -> None:
+    global _credit_listener
+    _credit_listener = listener
 
 
 class BillingError(ValueError):
@@ -48,7 +62,7 @@ def grant_credit(
         reference=entry.reference,
         created_by=created_by,
     )
-    from gateway.limits import notify_credit  # the live limiter learns of the new money
-
-    transaction.on_commit(lambda: notify_credit(org.pk, amount_nano))
+    listener = _credit_listener
+    if listener is not None:
+        transaction.on_commit(lambda: listener(org.pk, amount_nano))
     return entry

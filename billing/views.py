@@ -1,6 +1,6 @@
 """Dashboard pages for usage, the request log and the balance. Thin: parse, select, render.
 
-Tenancy is enforced by `accounts.views.org_view`; every selector here takes `membership.org`.
+Tenancy is enforced by `accounts.web.org_view`; every selector here takes `membership.org`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from accounts.models import ApiKey, Membership
-from accounts.views import org_view, page
+from accounts.web import org_view, page
 from billing import dashboard_selectors as sel
 from billing import request_log_selectors as log
 from billing import usage_health_selectors as health

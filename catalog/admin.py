@@ -7,23 +7,17 @@ prices they were billed at, so a price change never rewrites history.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
-from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from billing.pricing import TierError, check_tier_bounds
 from catalog.deployment_urls import validate_base_url
 from catalog.models import (
     Deployment,
@@ -38,10 +32,7 @@ from catalog.platform_config import PlatformConfig, PlatformConfigError
 from catalog.platform_config import check as check_platform
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
-
-logger = logging.getLogger(__name__)
-
-NOT_AVAILABLE = "n/a"
+from ezat.pricing import TierError, check_tier_bounds
 
 
 class ModelAliasInline(admin.TabularInline):
@@ -369,48 +360,6 @@ _FORM_FIELDS: dict[str, str | None] = {
 }
 
 
-def live_states(deployment_ids: Sequence[int]) -> dict[int, str]:
-    """In-flight requests and cooldown per deployment, or "n/a" when the gateway cannot say.
-
-    Guarded on purpose: the limiter and the routing health board belong to the gateway and may
-    be missing (not built yet, Redis down, nothing registered in this process). The operator
-    console must still render, so every failure here degrades to "n/a" instead of a 500.
-    """
-    ids = list(deployment_ids)
-    if not ids:
-        return {}
-    in_flight: dict[int, int] | None = None
-    cooldowns: dict[int, float | None] | None = None
-    try:
-        from gateway.limits import get_limiter
-
-        in_flight = async_to_sync(get_limiter().in_flight)(ids)
-    except (ImportError, AttributeError, NotImplementedError):
-        in_flight = None  # no limiter in this build yet
-    except Exception:  # Redis down or similar: show n/a, keep the page up
-        logger.warning("admin: in-flight counts unavailable", exc_info=True)
-    try:
-        from gateway.routing import cooldown_state
-
-        cooldowns = cooldown_state(ids)
-    except (ImportError, AttributeError, NotImplementedError):
-        cooldowns = None
-    except Exception:  # same reasoning as above
-        logger.warning("admin: cooldown state unavailable", exc_info=True)
-    now = time.time()
-    states: dict[int, str] = {}
-    for deployment_id in ids:
-        flight = NOT_AVAILABLE if in_flight is None else str(in_flight.get(deployment_id, 0))
-        if cooldowns is None:
-            health = f"cooldown {NOT_AVAILABLE}"
-        else:
-            # cooldown_state gives the epoch second the cooldown ends (None = healthy).
-            until = cooldowns.get(deployment_id)
-            health = "healthy" if until is None or until <= now else f"cooling {until - now:.0f}s"
-        states[deployment_id] = f"{flight} in flight · {health}"
-    return states
-
-
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
     form = DeploymentAdminForm
@@ -423,7 +372,6 @@ class DeploymentAdmin(admin.ModelAdmin):
         "max_concurrency",
         "fair_share",
         "api_key_hint",
-        "live_state",
     )
     list_filter = ("enabled", "kind")
     search_fields = ("name", "base_url")
@@ -448,27 +396,11 @@ class DeploymentAdmin(admin.ModelAdmin):
         "max_concurrency",
         "fair_share",
         "serves_all_models",
-        "live_state",
         "created_at",
         "updated_at",
     )
-    readonly_fields = ("api_key_hint", "secrets_hint", "live_state", "created_at", "updated_at")
+    readonly_fields = ("api_key_hint", "secrets_hint", "created_at", "updated_at")
     actions = ("enable_deployments", "disable_deployments")
-
-    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
-        changelist = super().get_changelist_instance(request)
-        # One limiter/cooldown lookup per page instead of one per row.
-        states = live_states([d.pk for d in changelist.result_list])
-        for deployment in changelist.result_list:
-            deployment._live_state = states.get(deployment.pk, NOT_AVAILABLE)
-        return changelist
-
-    @admin.display(description="Live state")
-    def live_state(self, obj: Deployment) -> str:
-        if obj.pk is None:
-            return "—"
-        cached = getattr(obj, "_live_state", None)
-        return cached if cached is not None else live_states([obj.pk]).get(obj.pk, NOT_AVAILABLE)
 
     def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
         config = getattr(form, "platform_config", None)

@@ -16,8 +16,8 @@ from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from billing.pricing import PRICE_KINDS, TierError, check_tier_bounds
 from catalog.chains import SuggestedChainEntry, SuggestionError, parse_suggested_chains
+from ezat.pricing import PRICE_KINDS, TierError, check_tier_bounds
 
 # Anthropic's `output_config.effort` levels, lowest first
 # (https://platform.claude.com/docs/en/build-with-claude/effort).

@@ -14,7 +14,6 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from billing.pricing import PRICE_KINDS
 from catalog import platform_config
 from catalog.deployment_urls import validate_base_url
 from catalog.models import (
@@ -37,6 +36,7 @@ from catalog.schema import (
 )
 from catalog.selectors import current_tiers
 from ezat import money
+from ezat.pricing import PRICE_KINDS
 
 __all__ = ["BUNDLED_CATALOG", "CatalogDataError", "LoadReport", "load_catalog"]
 

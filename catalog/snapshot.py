@@ -19,12 +19,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from billing.pricing import Prices, PriceSchedule, PriceTier, TierError
 from catalog.chains import AUTO_MODEL_ID, AUTO_MODEL_NAME, is_auto
 from catalog.crypto import ProviderKeyDecryptionError
 from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
 from catalog.platform_config import default_base_url, default_model_id
 from catalog.schema import EFFORT_LEVELS
+from ezat.pricing import Prices, PriceSchedule, PriceTier, TierError
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.management.base import CommandError
-
-if TYPE_CHECKING:
-    from accounts.models import Organization
 
 # The largest amount a command takes: far above any real grant, far below what a bigint of
 # nano-USD holds (9.2e18 nano ≈ 9.2e9 USD), so a typo cannot overflow the ledger.
@@ -85,7 +82,7 @@ def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
         raise CommandError(f"{what}: must be a positive amount of USD, got {value!r}")
     if amount > MAX_USD:
         raise CommandError(f"{what}: must be at most {MAX_USD} USD, got {value!r}")
-    from billing.pricing import usd_to_nano
+    from ezat.pricing import usd_to_nano
 
     try:
         return usd_to_nano(amount)
@@ -103,15 +100,6 @@ def usd(option: str) -> Callable[[str], str]:
         return value.strip()
 
     return _numeric(parse)
-
-
-def get_org(name: str) -> Organization:
-    from accounts.models import Organization
-
-    try:
-        return Organization.objects.get(name=name)
-    except Organization.DoesNotExist as exc:
-        raise CommandError(f"unknown organization {name!r}") from exc
 
 
 def main(argv: Sequence[str]) -> None:

@@ -9,10 +9,12 @@ class GatewayConfig(AppConfig):
 
     def ready(self) -> None:
         from billing.dashboard_selectors import set_open_holds_reader
-        from gateway.limits import open_holds_nano
+        from billing.services import set_credit_listener
+        from gateway.limits import notify_credit, open_holds_nano
         from gateway.metrics_collector import register
 
         register()
         # Pages in billing show available money net of open holds; the limiter lives here, so
         # it is handed down (billing never imports gateway).
         set_open_holds_reader(open_holds_nano)
+        set_credit_listener(notify_credit)  # a grant is spendable at once, not at the next reseed

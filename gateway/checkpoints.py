@@ -46,7 +46,7 @@ from django.conf import settings
 from prometheus_client import Counter, Gauge
 from redis.exceptions import RedisError
 
-from billing.pricing import Prices, PriceSchedule, PriceTier
+from ezat.pricing import Prices, PriceSchedule, PriceTier
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange

@@ -25,10 +25,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.keycache import KeyInfo
-from billing.pricing import TokenCounts
 from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from ezat import money
+from ezat.pricing import TokenCounts
 from gateway import limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints

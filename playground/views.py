@@ -16,7 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Membership
-from accounts.views import org_view, page
+from accounts.web import org_view, page
 from playground import relay, services
 from playground.selectors import playground_models
 

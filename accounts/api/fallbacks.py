@@ -20,8 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts import selectors, services
+from accounts.api.base import OrgScopedAPIView, actor, parse_body
 from accounts.api.serializers import StrictInputSerializer
-from accounts.api.views import OrgScopedAPIView, actor, parse_body
 from accounts.models import FallbackPolicy
 from catalog.chains import AUTO_MODEL_ID, MAX_CHAIN_MODELS, is_auto
 from catalog.selectors import suggested_chain_rows

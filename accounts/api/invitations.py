@@ -18,8 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts import selectors, services
+from accounts.api.base import OrgScopedAPIView, actor, parse_body, service_errors
 from accounts.api.serializers import StrictInputSerializer
-from accounts.api.views import OrgScopedAPIView, actor, parse_body, service_errors
 from accounts.invitations import public_base_url
 from accounts.models import Invitation, Membership
 

@@ -20,8 +20,12 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.models import ApiKey, ManagementKey, Membership, Organization
-from billing.api.selectors import month_start
-from billing.models import UsageRecord
+
+
+def month_start(now: datetime | None = None) -> datetime:
+    """Start of the current calendar month in UTC: the window of spend caps."""
+    now = (now or timezone.now()).astimezone(UTC)
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def orgs_for_user(user: AbstractBaseUser) -> QuerySet[Organization]:
@@ -49,10 +53,18 @@ def api_keys_for_org(
     day = start.replace(day=(now or timezone.now()).astimezone(UTC).day)
 
     def spent(since: datetime | None) -> Coalesce:
-        rows = UsageRecord.objects.filter(api_key=OuterRef("pk"))
+        # Through the reverse relation (billing's UsageRecord.api_key, related_name
+        # "usage_records") rather than an import of billing's model: accounts sits below
+        # billing. The filter comes before the Sum, so the Sum covers only the filtered rows.
+        rows = ApiKey.objects.filter(pk=OuterRef("pk"))
         if since is not None:
-            rows = rows.filter(created_at__gte=since)
-        total = rows.order_by().values("api_key").annotate(total=Sum("cost_nano")).values("total")
+            rows = rows.filter(usage_records__created_at__gte=since)
+        total = (
+            rows.order_by()
+            .values("pk")
+            .annotate(total=Sum("usage_records__cost_nano"))
+            .values("total")
+        )
         return Coalesce(
             Subquery(total, output_field=BigIntegerField()), Value(0, BigIntegerField())
         )

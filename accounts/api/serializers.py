@@ -19,8 +19,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiKey, ManagementKey
-from billing.pricing import usd_to_nano
 from ezat import money
+from ezat.pricing import usd_to_nano
 
 USD_DECIMALS = 9
 # Far below the BigInteger ceiling (≈ 9.2e9 USD in nano), far above any sane cap.

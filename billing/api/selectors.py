@@ -14,6 +14,7 @@ from django.db.models import BigIntegerField, Count, OuterRef, Q, QuerySet, Subq
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
+from accounts.api.selectors import month_start
 from accounts.models import Organization
 from billing.models import LedgerEntry, UsageRecord
 
@@ -26,12 +27,6 @@ TOKEN_FIELDS = (
     "reasoning_tokens",
 )
 GROUP_BY_CHOICES = ("day", "model", "key")
-
-
-def month_start(now: datetime | None = None) -> datetime:
-    """Start of the current calendar month in UTC: the window of spend caps."""
-    now = (now or timezone.now()).astimezone(UTC)
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def _in_range(qs: QuerySet[Any], since: datetime | None, until: datetime | None) -> QuerySet[Any]:

@@ -12,8 +12,8 @@ from accounts import keys
 from accounts.api.serializers import DateOrDateTimeField, UsdField, validate_range
 from billing.api.selectors import GROUP_BY_CHOICES
 from billing.models import LedgerEntry, RequestLog, UsageRecord
-from billing.pricing import PRICE_KINDS
 from billing.selectors import itemised_cost
+from ezat.pricing import PRICE_KINDS
 
 
 class RangeQuerySerializer(serializers.Serializer):

@@ -12,7 +12,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.api.views import OrgScopedAPIView, parse_query
+from accounts.api.base import OrgScopedAPIView, parse_query
 from billing import request_log_selectors as log
 from billing.api import selectors
 from billing.api.serializers import (

@@ -61,8 +61,8 @@ class ClusterContext:
         concurrency: int | None = None,
     ) -> Key:
         from accounts.services import create_api_key, create_org
-        from billing.pricing import usd_to_nano
         from billing.services import grant_credit
+        from ezat.pricing import usd_to_nano
 
         with self.blocker.unblock():
             org = create_org(name=f"cluster-{os.getpid()}-{next(self._counter)}-{time.time_ns()}")

@@ -163,8 +163,8 @@ class Stack:
         self, *, credit_usd: str = "100", rpm: int | None = 10_000, cap_usd: str | None = None
     ) -> Key:
         from accounts.services import create_api_key, create_org
-        from billing.pricing import usd_to_nano
         from billing.services import grant_credit
+        from ezat.pricing import usd_to_nano
 
         with self.blocker.unblock():
             org = create_org(

@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 from django.test import Client, override_settings
 
-from billing.pricing import Prices, TokenCounts, cost_nano
 from catalog.models import Deployment, Model, ModelAlias, PriceVersion
 from catalog.schema import TierFigures
 from catalog.services import (
@@ -20,6 +19,7 @@ from catalog.services import (
     upsert_deployment,
 )
 from catalog.snapshot import SnapshotHolder, build_snapshot
+from ezat.pricing import Prices, TokenCounts, cost_nano
 
 pytestmark = pytest.mark.django_db
 

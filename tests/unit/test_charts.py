@@ -1,4 +1,4 @@
-"""The usage charts (billing/templatetags/dashboard.py): integer ticks for counts, y labels that
+"""The usage charts (ezat/templatetags/dashboard.py): integer ticks for counts, y labels that
 fit left of the axis, a colour per series derived from its label, no axes when empty."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from billing.templatetags.dashboard import (
+from ezat.templatetags.dashboard import (
     AXIS_CHAR_WIDTH,
     PALETTE,
     legend,

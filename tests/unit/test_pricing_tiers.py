@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from billing.pricing import (
+from catalog.schema import CatalogDataError, parse_price
+from ezat import money
+from ezat.pricing import (
     Prices,
     PriceSchedule,
     PriceTier,
@@ -21,8 +23,6 @@ from billing.pricing import (
     itemise,
     worst_case_nano,
 )
-from catalog.schema import CatalogDataError, parse_price
-from ezat import money
 
 LOW = Prices(100_000, 500_000, 10_000, 125_000, 200_000)  # micro-USD per million tokens
 HIGH = Prices(500_000, 2_500_000, 50_000, 625_000, 1_000_000)

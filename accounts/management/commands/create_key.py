@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from accounts.cli import get_org
 from accounts.models import ApiKey
 from accounts.services import AccountsError, create_api_key, revoke_api_key
-from ezat.cli import get_org, parse_usd, positive_int, usd
+from ezat.cli import parse_usd, positive_int, usd
 
 
 class Command(BaseCommand):

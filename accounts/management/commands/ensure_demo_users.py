@@ -14,9 +14,9 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from accounts.cli import get_org
 from accounts.models import Membership
 from accounts.services import add_member
-from ezat.cli import get_org
 
 LABELS = {"admin": "operator console login", "demo": "dashboard login"}
 KEY_LABEL = "API key"

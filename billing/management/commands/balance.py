@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from accounts.cli import get_org
 from billing.selectors import org_balance_nano, unreconciled_cost_nano, usd_string
-from ezat.cli import get_org
 
 
 class Command(BaseCommand):

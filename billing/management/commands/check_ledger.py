@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from accounts.cli import get_org
 from accounts.models import Organization
 from billing.reconcile import check_invariants
-from ezat.cli import get_org
 
 
 class Command(BaseCommand):

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from accounts.cli import get_org
 from billing.services import grant_credit
 from ezat import money
-from ezat.cli import get_org, parse_usd, usd
+from ezat.cli import parse_usd, usd
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from accounts.cli import get_org
 from billing.selectors import usage_summary, usd_string
-from ezat.cli import get_org
 
 DATE_HELP = "YYYY-MM-DD (midnight UTC) or an ISO 8601 date-time (UTC when it has no offset)"
 

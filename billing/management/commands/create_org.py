@@ -1,3 +1,5 @@
+"""`create_org`: in billing, not accounts, because it may grant the new org its first credit."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser

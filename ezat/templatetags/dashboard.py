@@ -285,13 +285,6 @@ def swatch(label: str) -> str:
 
 
 @register.filter
-def attempts_title(attempts: list[object]) -> str:
-    from billing.dashboard_selectors import attempts_summary
-
-    return attempts_summary(attempts)  # type: ignore[arg-type]  # autoescaped by the template
-
-
-@register.filter
 def usd_exact(nano: int | None) -> str:
     """All nine decimals (receipts: the amount exactly as billed)."""
     if nano is None:
