@@ -1,5 +1,6 @@
 """Imports between the apps point one way: down the layers below (README, "Dependencies between
-the apps"). A back-edge fails this test, naming the file, the line and the two layers.
+the apps"). A back-edge fails this test, naming the file, the line and the two layers; so does
+an app importing another app's views (only the URLconfs do).
 
 Every `import` and `from … import` counts, wherever it is: at the top, inside a function (lazy
 imports are still dependencies) or under `if TYPE_CHECKING:`. Relative imports are resolved.
@@ -91,7 +92,20 @@ def back_edges(source: str, module: str, is_package: bool = False) -> list[str]:
             problems.append(
                 f"{module}:{line} imports {target}: {here.name} must not import {there.name}"
             )
+        elif (
+            _is_views(target)
+            and target.split(".")[0] != module.split(".")[0]
+            and here.layer != len(LAYERS) - 1
+        ):
+            # Pages are leaves: what another app's pages share lives in a lower module
+            # (accounts.web, accounts.api.base). Only the URLconfs import other apps' views.
+            problems.append(f"{module}:{line} imports {target}: another app's views")
     return problems
+
+
+def _is_views(target: str) -> bool:
+    parts = target.split(".")
+    return any(part == "views" or part.endswith("_views") for part in parts[1:])
 
 
 def first_party_modules() -> list[tuple[Path, str, bool]]:
@@ -141,6 +155,8 @@ def test_the_layer_table_names_modules_that_exist() -> None:
         ("alerts.views", "from playground import relay", "must not import alerts | playground"),
         ("accounts.api.views", "from ..models import x\nfrom ...billing import y", "billing"),
         ("accounts.forms", "if TYPE_CHECKING:\n    import billing.models", "billing"),
+        ("billing.views", "from accounts.views import org_view, page", "another app's views"),
+        ("billing.api.views", "from accounts.api.views import OrgScopedAPIView", "views"),
     ],
 )
 def test_a_back_edge_is_caught(module: str, source: str, expected: str) -> None:
