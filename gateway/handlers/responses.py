@@ -399,8 +399,11 @@ async def _pump(
                         if out:
                             await writer.write(b"".join(out))
                         final = translator.final_event()
-                        response = translator.response_snapshot("")
-                        stored = _store(exchange, tr, response, translator.items)
+                        stored = (
+                            _store(exchange, tr, translator.response_snapshot(""), translator.items)
+                            if tr.store
+                            else None  # store: false (Codex, the Agents SDK): no snapshot built
+                        )
                         await exchange.record(tracker)
                         if stored is not None:
                             await stored_responses.writer.wait(stored)
