@@ -67,6 +67,9 @@ def test_stream_helper_gets_the_final_response(e2e: Stack) -> None:
     assert final.status == "completed" and final.usage is not None
     [record] = e2e.usage(org_id=key.org_id)
     assert record.stream and record.output_tokens == final.usage.output_tokens
+    # store defaults to true: the streamed response was stored before response.completed went out.
+    stored = client(e2e, key).responses.retrieve(final.id)
+    assert stored.output_text == final.output_text and stored.status == "completed"
 
 
 def test_tool_loop_with_reasoning_is_stateless(e2e: Stack) -> None:
