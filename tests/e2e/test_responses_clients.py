@@ -144,6 +144,47 @@ def test_agents_sdk_runner_with_a_function_tool(e2e: Stack, store: str | None) -
     assert len(e2e.usage(org_id=key.org_id)) == len(out["responses"]) == 2
 
 
+def test_agents_sdk_plain_answer(e2e: Stack) -> None:
+    key = e2e.new_key()
+    out = run_client(e2e, key, "py-frameworks", "agents_plain")
+    assert out["final_output"] == "Simulated reply to: Say hello"
+    sent = upstream(e2e)
+    assert sent["system"][0]["text"] == "Be brief."
+    assert len(e2e.usage(org_id=key.org_id)) == len(out["responses"]) == 1
+
+
+def test_agents_sdk_run_streamed(e2e: Stack) -> None:
+    key = e2e.new_key()
+    out = run_client(e2e, key, "py-frameworks", "agents_stream")
+    assert len(out["deltas"]) > 1  # streamed in pieces, not one block
+    assert "".join(out["deltas"]) == out["final_output"]
+    assert out["final_output"].startswith("Simulated long reply to: Tell me a long answer")
+    assert upstream(e2e)["stream"] is True
+    (record,) = e2e.usage(org_id=key.org_id)
+    assert record.stream and record.output_tokens > 0
+
+
+def test_agents_sdk_structured_output_type(e2e: Stack) -> None:
+    key = e2e.new_key()
+    out = run_client(e2e, key, "py-frameworks", "agents_structured")
+    assert out == {"final_output": {"city": "Oslo", "population": 1}, "type": "City"}
+    fmt = upstream(e2e)["output_config"]["format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["schema"]["additionalProperties"] is False
+    assert set(fmt["schema"]["required"]) == {"city", "population"}
+
+
+def test_agents_sdk_wrong_key_and_unknown_model(e2e: Stack) -> None:
+    key = e2e.new_key()
+    out = run_client(e2e, key, "py-frameworks", "agents_errors")
+    assert out == {
+        "wrongKey": {"status": 401, "type": "AuthenticationError"},
+        "unknownModel": {"status": 404, "type": "NotFoundError"},
+    }
+    assert upstream_records(e2e) == []  # neither reached the upstream
+    assert e2e.usage(org_id=key.org_id) == []
+
+
 def test_instructor_json_schema_mode_on_chat_completions(e2e: Stack) -> None:
     key = e2e.new_key()
     out = run_client(e2e, key, "py-frameworks", "instructor_json_schema")

@@ -62,6 +62,90 @@ def agents_tool() -> dict[str, Any]:
     }
 
 
+def _agent(**kw: Any) -> Any:
+    """An Agents SDK agent on the Responses API through the gateway (tracing off: it would
+    export to OpenAI's servers)."""
+    from agents import Agent, OpenAIResponsesModel, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(
+        base_url=BASE_URL, api_key=os.environ.get("EZAT_AGENT_KEY", API_KEY), max_retries=0
+    )
+    model = os.environ.get("EZAT_AGENT_MODEL", MODEL)
+    return Agent(
+        name=kw.pop("name", "helper"),
+        model=OpenAIResponsesModel(model=model, openai_client=client),
+        **kw,
+    )
+
+
+def agents_plain() -> dict[str, Any]:
+    """Runner.run with no tools: one Responses call, its text the final output."""
+    from agents import Runner
+
+    result = asyncio.run(Runner.run(_agent(instructions="Be brief."), "Say hello"))
+    return {
+        "final_output": result.final_output,
+        "responses": [r.response_id for r in result.raw_responses],
+    }
+
+
+def agents_stream() -> dict[str, Any]:
+    """Runner.run_streamed: the text deltas as the SDK surfaces them, and the final output."""
+    from agents import Runner
+    from openai.types.responses import ResponseTextDeltaEvent
+
+    async def run() -> dict[str, Any]:
+        result = Runner.run_streamed(_agent(), "Tell me a long answer")
+        deltas: list[str] = []
+        async for event in result.stream_events():
+            if event.type == "raw_response_event" and isinstance(
+                event.data, ResponseTextDeltaEvent
+            ):
+                deltas.append(event.data.delta)
+        return {
+            "deltas": deltas,
+            "final_output": result.final_output,
+            "responses": [r.response_id for r in result.raw_responses],
+        }
+
+    return asyncio.run(run())
+
+
+def agents_structured() -> dict[str, Any]:
+    """An agent with `output_type`: the SDK sends a strict JSON schema and parses the answer."""
+    from agents import Runner
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        city: str
+        population: int
+
+    result = asyncio.run(Runner.run(_agent(output_type=City), "Largest city in Norway?"))
+    return {
+        "final_output": result.final_output.model_dump(),
+        "type": type(result.final_output).__name__,
+    }
+
+
+def agents_errors() -> dict[str, Any]:
+    """A wrong key and an unknown model, as the Agents SDK raises them (openai's errors)."""
+    import openai
+    from agents import Runner
+
+    out: dict[str, Any] = {}
+    for case, env in (("wrongKey", "EZAT_AGENT_KEY"), ("unknownModel", "EZAT_AGENT_MODEL")):
+        os.environ[env] = "ezat_sk_wrong" if case == "wrongKey" else "no-such-model"
+        try:
+            asyncio.run(Runner.run(_agent(), "Hi"))
+        except openai.APIStatusError as exc:
+            out[case] = {"status": exc.status_code, "type": type(exc).__name__}
+        finally:
+            del os.environ[env]
+    return out
+
+
 def instructor_json_schema() -> dict[str, Any]:
     """instructor's JSON_SCHEMA mode on chat completions: pydantic's schema, sent as is."""
     import instructor
@@ -90,7 +174,14 @@ def instructor_json_schema() -> dict[str, Any]:
     return {"person": person.model_dump()}
 
 
-SCENARIOS = {"agents_tool": agents_tool, "instructor_json_schema": instructor_json_schema}
+SCENARIOS = {
+    "agents_tool": agents_tool,
+    "agents_plain": agents_plain,
+    "agents_stream": agents_stream,
+    "agents_structured": agents_structured,
+    "agents_errors": agents_errors,
+    "instructor_json_schema": instructor_json_schema,
+}
 
 if __name__ == "__main__":
     print(json.dumps(SCENARIOS[sys.argv[1]]()))
