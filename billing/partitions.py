@@ -18,8 +18,9 @@ Keys. PostgreSQL requires a unique index of a partitioned table to contain the p
   replay or the sweeper's estimate is written later with a later `created_at`), so a key with
   `created_at` in it would let a replay through and bill a request twice. The global
   `UNIQUE (request_id)` is therefore kept in a narrow, unpartitioned key table
-  (`billing_usagerecord_request_key`), filled by an AFTER INSERT trigger on the partitioned
-  table: a duplicate request id still fails the INSERT with a unique violation in the same
+  (`billing_usagerecord_request_key`), kept by row triggers on the partitioned table
+  (INSERT claims the id, DELETE frees it, a changed request_id moves it; the migration 0007
+  creates them): a duplicate request id still fails the INSERT with a unique violation in the same
   statement, exactly as before, so recorder.py's collision path (`_already_stored`, the
   suffixed id for a reused caller id) is unchanged. The key table grows like the old unique
   index did (one short key per record) and is never pruned: usage records are kept forever.
@@ -137,24 +138,31 @@ def _create_month(cursor: Any, table: str, month: datetime) -> bool:
         return False
     start, end = month, add_months(month, 1)
     bounds = f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
-    parent, default = _quote(table), _quote(default_name(table))
+    parent, default, new = _quote(table), _quote(default_name(table)), _quote(name)
     key = _quote(PARTITION_KEY)
-    cursor.execute(f"LOCK TABLE {default} IN ACCESS EXCLUSIVE MODE")
-    cursor.execute(f"SELECT 1 FROM {default} WHERE {key} >= %s AND {key} < %s LIMIT 1", [start, end])
-    if cursor.fetchone() is None:
-        cursor.execute(f"CREATE TABLE {_quote(name)} PARTITION OF {parent} {bounds}")
-        return True
-    # Moved, not re-inserted through the parent: the usage key table keeps its keys (no
-    # DELETE trigger), and the ATTACH builds the partition's indexes and triggers.
-    cursor.execute(
-        f"CREATE TABLE {_quote(name)} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
-    )
+    # A table of its own first, then ATTACH: ATTACH takes only a SHARE UPDATE EXCLUSIVE lock
+    # on the parent, which the hot path's INSERTs do not conflict with (CREATE TABLE ...
+    # PARTITION OF would take an ACCESS EXCLUSIVE one). The ATTACH builds the partition's
+    # indexes and clones the parent's triggers.
+    cursor.execute(f"CREATE TABLE {new} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    # Moved by DELETE + INSERT into the table before it is attached (it has no triggers yet):
+    # the DELETE frees the usage records' request ids in the key table, reclaimed below in
+    # the same transaction, so no other insert can take one meanwhile (it waits on our lock).
     cursor.execute(
         f"WITH moved AS (DELETE FROM {default} WHERE {key} >= %s AND {key} < %s RETURNING *) "
-        f"INSERT INTO {_quote(name)} SELECT * FROM moved",
+        f"INSERT INTO {new} SELECT * FROM moved",
         [start, end],
     )
-    cursor.execute(f"ALTER TABLE {parent} ATTACH PARTITION {_quote(name)} {bounds}")
+    moved = cursor.rowcount
+    if moved:
+        logger.warning(
+            "rows moved out of the default partition", extra={"partition": name, "rows": moved}
+        )
+    cursor.execute(f"ALTER TABLE {parent} ATTACH PARTITION {new} {bounds}")
+    if moved and table == USAGE_TABLE:
+        cursor.execute(
+            f"INSERT INTO {_quote(USAGE_KEY_TABLE)} (request_id) SELECT request_id FROM {new}"
+        )
     return True
 
 

@@ -134,13 +134,25 @@ def _convert(cursor: Any, table: str, ahead: int) -> None:
 
 def _usage_key_triggers(cursor: Any) -> None:
     """Every inserted record claims its request id in the key table: a second record with the
-    same id fails its INSERT with a unique violation, as the old UNIQUE (request_id) did.
-    TRUNCATE (test flushes) empties the key table too. No DELETE trigger: records are never
-    deleted, and billing/partitions.py moves rows between partitions by DELETE + INSERT."""
+    same id fails its INSERT with a unique violation, as the old UNIQUE (request_id) did. A
+    deleted record frees its id, as it did; so does a record moved to another partition by an
+    UPDATE of `created_at` (PostgreSQL runs that as DELETE + INSERT and fires both row
+    triggers, the delete's first). TRUNCATE (test flushes) empties the key table too."""
     cursor.execute(
         f"""
         CREATE FUNCTION {USAGE_KEYS}_claim() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
+            INSERT INTO {USAGE_KEYS} (request_id) VALUES (NEW.request_id);
+            RETURN NULL;
+        END $$;
+        CREATE FUNCTION {USAGE_KEYS}_free() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM {USAGE_KEYS} WHERE request_id = OLD.request_id;
+            RETURN NULL;
+        END $$;
+        CREATE FUNCTION {USAGE_KEYS}_rename() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM {USAGE_KEYS} WHERE request_id = OLD.request_id;
             INSERT INTO {USAGE_KEYS} (request_id) VALUES (NEW.request_id);
             RETURN NULL;
         END $$;
@@ -151,6 +163,11 @@ def _usage_key_triggers(cursor: Any) -> None:
         END $$;
         CREATE TRIGGER {USAGE_KEYS}_claim AFTER INSERT ON {USAGE}
             FOR EACH ROW EXECUTE FUNCTION {USAGE_KEYS}_claim();
+        CREATE TRIGGER {USAGE_KEYS}_free AFTER DELETE ON {USAGE}
+            FOR EACH ROW EXECUTE FUNCTION {USAGE_KEYS}_free();
+        CREATE TRIGGER {USAGE_KEYS}_rename AFTER UPDATE OF request_id ON {USAGE}
+            FOR EACH ROW WHEN (OLD.request_id IS DISTINCT FROM NEW.request_id)
+            EXECUTE FUNCTION {USAGE_KEYS}_rename();
         CREATE TRIGGER {USAGE_KEYS}_truncate AFTER TRUNCATE ON {USAGE}
             FOR EACH STATEMENT EXECUTE FUNCTION {USAGE_KEYS}_truncate();
         """
