@@ -34,7 +34,10 @@ from tests.billing.partition_helpers import (
 )
 from tests.billing.test_recorder import usage
 
-pytestmark = pytest.mark.django_db(transaction=True)  # DDL and a worker need committed rows
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("restore_partitions"),
+]  # DDL and a worker need committed rows
 
 USAGE = partitions.USAGE_TABLE
 LOG = partitions.REQUEST_LOG_TABLE
