@@ -32,7 +32,10 @@ LOG_VALUES = "%s, %s, 'messages', false, 'm', 'm', 'm', 'd', 'ok', 200, '', '', 
 
 def require_postgres() -> None:
     if connection.vendor != "postgresql":
-        pytest.skip("partitioning is PostgreSQL's; SQLite keeps plain tables (tested apart)")
+        pytest.skip(
+            "partitioning is PostgreSQL's; SQLite keeps plain tables, whose row-deleting "
+            "retention is tests/api/test_request_log_ops.py's"
+        )
 
 
 def insert_usage(cursor: Any, org_id: int, request_id: str, at: datetime, cost: int = 7) -> None:
