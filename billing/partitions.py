@@ -87,16 +87,15 @@ def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def is_partitioned(table: str, cursor: Any = None) -> bool:
+def is_partitioned(table: str) -> bool:
+    """Whether `table` is a partitioned table (never on SQLite; on PostgreSQL after 0007)."""
     if not enabled():
         return False
-    sql = "SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass(%s)"
-    if cursor is not None:
-        cursor.execute(sql, [table])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass(%s)", [table]
+        )
         return cursor.fetchone() is not None
-    with connection.cursor() as own:
-        own.execute(sql, [table])
-        return own.fetchone() is not None
 
 
 def partitions(table: str) -> list[Partition]:
