@@ -37,6 +37,10 @@ DROPPED = Counter(
     "Request-log rows not written (writer backlog full or a failed batch)",
     ["reason"],
 )
+PARTITIONS_DROPPED = Counter(
+    "ezat_request_log_partitions_dropped_total",
+    "Monthly request-log partitions dropped by retention (PostgreSQL)",
+)
 COLLAPSED = Counter(
     "ezat_request_log_collapsed_total", "Refusals folded into an existing row of the same second"
 )
@@ -121,10 +125,20 @@ class Collapser:
 def purge_expired(
     *, batch_size: int = DEFAULT_PURGE_BATCH, max_batches: int = 100, now: datetime | None = None
 ) -> int:
-    """Delete request-log rows older than the retention, in short batches (beat's next run
-    continues). Usage records and the ledger are separate tables and never touched. Idempotent."""
+    """Remove request-log rows older than the retention; returns the rows deleted one by one.
+    Usage records and the ledger are separate tables and never touched. Idempotent.
+
+    PostgreSQL (partitioned by month, billing/partitions.py): whole partitions past the
+    retention are dropped (no row-by-row DELETE, no bloat, no vacuum debt), and only stray rows
+    of the default partition are deleted (those are counted). SQLite: rows deleted in short
+    batches (beat's next run continues)."""
+    from billing import partitions
     from billing.models import RequestLog
 
+    if partitions.is_partitioned(partitions.REQUEST_LOG_TABLE):
+        dropped, deleted = partitions.drop_expired_request_log(now=now)
+        PARTITIONS_DROPPED.inc(len(dropped))
+        return deleted
     cutoff = (now or timezone.now()) - timedelta(days=settings.EZAT_REQUEST_LOG_RETENTION_DAYS)
     total = 0
     for _ in range(max_batches):

@@ -28,7 +28,17 @@ def reconcile_usage(
 
 @app.task(name="billing.tasks.purge_request_log", acks_late=True, ignore_result=True)
 def purge_request_log(batch_size: int = 5000, max_batches: int = 100) -> int:
-    """Delete request-log rows past EZAT_REQUEST_LOG_RETENTION_DAYS (beat; idempotent)."""
+    """Remove request-log rows past EZAT_REQUEST_LOG_RETENTION_DAYS (beat; idempotent): whole
+    monthly partitions dropped on PostgreSQL, rows deleted in batches on SQLite."""
     from billing.request_log import purge_expired
 
     return purge_expired(batch_size=batch_size, max_batches=max_batches)
+
+
+@app.task(name="billing.tasks.ensure_partitions", acks_late=True, ignore_result=True)
+def ensure_partitions(months_ahead: int | None = None) -> list[str]:
+    """Create the monthly partitions of the usage records and the request log ahead of time
+    (PostgreSQL; beat; idempotent: existing partitions are left alone). Returns those created."""
+    from billing.partitions import ensure_partitions as ensure
+
+    return ensure(months_ahead=months_ahead)

@@ -160,6 +160,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.tasks.purge_request_log",
         "schedule": env.float("EZAT_REQUEST_LOG_PURGE_INTERVAL", default=3600.0),
     },
+    # PostgreSQL: monthly partitions created ahead (billing/partitions.py); a no-op on SQLite.
+    "ensure-partitions": {
+        "task": "billing.tasks.ensure_partitions",
+        "schedule": env.float("EZAT_PARTITION_INTERVAL", default=6 * 3600.0),
+    },
 }
 
 # --- E-mail (invitations) -----------------------------------------------------------------------
@@ -352,6 +357,10 @@ EZAT_GC_GEN0_THRESHOLD = env.int("EZAT_GC_GEN0_THRESHOLD", default=20_000)
 EZAT_RESPONSE_RETENTION_DAYS = env.int("EZAT_RESPONSE_RETENTION_DAYS", default=30)
 # Days a request-log row is kept (usage records and the ledger are never deleted).
 EZAT_REQUEST_LOG_RETENTION_DAYS = env.int("EZAT_REQUEST_LOG_RETENTION_DAYS", default=30)
+# PostgreSQL: usage records and the request log are partitioned by month (billing/partitions.py);
+# beat keeps this many months of partitions ready ahead of the current one. Rows outside every
+# partition land in a default partition (an INSERT never fails); a late partition adopts them.
+EZAT_PARTITION_MONTHS_AHEAD = env.int("EZAT_PARTITION_MONTHS_AHEAD", default=3)
 # false: no request-log rows and no live-feed rows (metrics and log lines stay). On by default;
 # off is for measuring what the log costs (bench/run.py --request-log-compare).
 EZAT_REQUEST_LOG = env.bool("EZAT_REQUEST_LOG", default=True)
