@@ -28,13 +28,18 @@ DEPLOYMENTS = {"cl-a": "sk-sim-cl-a", "cl-b": "sk-sim-cl-b"}
 HOLD_TTL_SECONDS = 15
 SLOT_LEASE_SECONDS = 4
 
-# The gateways: short hold and lease lives (a killed node's must expire within the test), the
-# shutdown grace shorter than the test's waits, and the Celery broker on the cluster's Redis.
+# The shutdown grace: long enough that a stream a test holds open on a draining node outlives
+# the traffic the test sends meanwhile on a loaded machine (test_faults.py), shorter than the
+# harness's wait for a node's exit (`Cluster.restart`). Nodes without open streams exit at once.
+SHUTDOWN_GRACE_SECONDS = 90
+
+# The gateways: short hold and lease lives (a killed node's must expire within the test), and
+# the Celery broker on the session's Redis (tests/cluster/harness.py).
 NODE_ENV = {
     "EZAT_HOLD_TTL_SECONDS": str(HOLD_TTL_SECONDS),
     "EZAT_SLOT_LEASE_SECONDS": str(SLOT_LEASE_SECONDS),
     "EZAT_SLOT_HEARTBEAT_SECONDS": "1",
-    "EZAT_SHUTDOWN_GRACE_SECONDS": "20",
+    "EZAT_SHUTDOWN_GRACE_SECONDS": str(SHUTDOWN_GRACE_SECONDS),
     "EZAT_READYZ_CACHE_SECONDS": "0.25",
     # The spool (records PostgreSQL would not take) is replayed within a second of its return.
     "EZAT_USAGE_SPOOL_RETRY_SECONDS": "1",

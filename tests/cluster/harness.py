@@ -318,7 +318,7 @@ class Cluster:
         """Stop a node with `sig`, wait for its exit, start it again on the same port."""
         old = self.nodes[name]
         old.process.send_signal(sig)
-        old.process.wait(60)
+        old.process.wait(180)  # above the nodes' shutdown grace (tests/cluster/conftest.py)
         self.revive(name)
 
     def revive(self, name: str) -> None:

@@ -277,8 +277,11 @@ def test_postgresql_gone_mid_traffic_loses_no_answered_request(cluster: ClusterC
 def test_lb_sends_requests_to_a_draining_node(cluster: ClusterContext) -> None:
     """Between a node's SIGTERM and HAProxy's next failed check, the node is still in rotation.
     Health checks of n3 are paused so that window stays open: every request HAProxy sends to
-    the draining n3 is refused with a retryable 503 and retried on another node, the stream
-    already running on n3 finishes, nothing is dropped."""
+    the draining n3 is refused with a retryable 503 (nothing ran) and HAProxy retries it on the
+    next node (`retry-on 503`, `option redispatch`). Round-robin can land every one of its
+    retries on n3 again, so now and then a caller gets the 503 itself, with `x-should-retry`:
+    the SDKs retry it (with their default retries here). The stream already running on n3
+    finishes; nothing is dropped."""
     lb = cluster.lb
     node = cluster.cluster.nodes["n3"]
     key = cluster.new_key()
@@ -293,11 +296,15 @@ def test_lb_sends_requests_to_a_draining_node(cluster: ClusterContext) -> None:
                 what="n3 draining",
             )
             assert lb.states()["n3"] == "no check"  # in rotation, its checks paused
-            answers = drive(
-                cluster.url, key.secret, 30, kinds=("chat", "messages", "responses"),
-                threads=3, max_retries=0,
-            )  # fmt: skip
-            after = lb.server_stats()["n3"]
+
+            def retried() -> int:
+                now = lb.server_stats()["n3"]
+                return sum(int(now[c] or 0) - int(before[c] or 0) for c in ("wretr", "wredis"))
+
+            # Until HAProxy has sent n3 a few requests (one in three) and retried them.
+            with Load(cluster.url, key.secret, threads=3, text="drain") as load:
+                wait_for(lambda: retried() >= 5 and load.count() >= 15, 120, what="retries")
+            answers = load.answers
             held.release()
             (stream,) = held.join()
         node.process.wait(60)
@@ -305,9 +312,6 @@ def test_lb_sends_requests_to_a_draining_node(cluster: ClusterContext) -> None:
         lb.command("enable health gateways/n3")
     assert all(a.ok for a in answers), [a for a in answers if not a.ok][:3]
     assert "n3" not in {a.node for a in answers}
-    # HAProxy did send requests to n3 (round-robin) and retried them elsewhere.
-    retried = sum(int(after[c] or 0) - int(before[c] or 0) for c in ("wretr", "wredis"))
-    assert retried >= 5, {c: (before[c], after[c]) for c in ("wretr", "wredis", "hrsp_5xx")}
     assert stream.ok and stream.node is None  # answered by n3 directly, past its SIGTERM
     cluster.assert_billed_once([*answers, stream])
     cluster.cluster.revive("n3")
