@@ -14,11 +14,13 @@ if [ ! -x /usr/bin/chromium ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || { echo "chromium is required for the browser tests (apt-get install chromium)"; exit 1; }
 fi
-if [ ! -x /usr/sbin/haproxy ] || [ ! -x /usr/bin/prometheus ]; then
-    echo "==> installing Debian's haproxy and prometheus for the cluster test"
+if [ ! -x /usr/sbin/haproxy ] || [ ! -x /usr/bin/prometheus ] || [ ! -x /usr/bin/docker-compose ]; then
+    # docker-compose (1.29, Debian's) only parses docker/compose.yml (`docker-compose config`,
+    # tests/unit/test_compose_scaleout.py); `docker compose` v2 is not packaged here.
+    echo "==> installing Debian's haproxy, prometheus and docker-compose for the cluster and compose tests"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends haproxy prometheus >/dev/null) \
-        || { echo "haproxy and prometheus are required for the cluster test (apt-get install haproxy prometheus)"; exit 1; }
+        --no-install-recommends haproxy prometheus docker-compose >/dev/null) \
+        || { echo "haproxy, prometheus and docker-compose are required for the cluster and compose tests (apt-get install haproxy prometheus docker-compose)"; exit 1; }
 fi
 mkdir -p artifacts
 .venv/bin/ruff check . || exit 1

@@ -62,23 +62,27 @@ class RedisServer:
 
     def __init__(self, binary: str, directory: Path) -> None:
         self.port = free_port()
+        self.binary = binary
         self.directory = directory
         self.log_path = directory / "redis.log"
-        self.process = subprocess.Popen(
+        self.process = self._spawn()
+        self._wait_ready()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             [
-                binary,
+                self.binary,
                 "--port", str(self.port),
                 "--bind", "127.0.0.1",
                 "--save", "",
                 "--appendonly", "no",
-                "--dir", str(directory),
+                "--dir", str(self.directory),
                 "--logfile", str(self.log_path),
                 "--databases", "16",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
-        self._wait_ready()
 
     @classmethod
     def start(cls) -> RedisServer:
@@ -113,6 +117,16 @@ class RedisServer:
             return self.log_path.read_text(errors="replace")[-2000:]
         except OSError:
             return "(no log)"
+
+    def crash(self) -> None:
+        """SIGKILL: every key is gone (no persistence), clients get connection errors."""
+        self.process.kill()
+        self.process.wait(30)
+
+    def start_again(self) -> None:
+        """A new, empty server on the same port (after `crash`)."""
+        self.process = self._spawn()
+        self._wait_ready()
 
     def url(self, db: int = REDIS_DB_APP) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"

@@ -8,29 +8,41 @@ import signal
 import time
 from collections.abc import Iterator
 from decimal import Decimal
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from gateway.simulator.testing import SimulatorThread
 from tests import services
 from tests.billing.harness import CeleryWorker, subprocess_env
-from tests.cluster.harness import Beat, Cluster, HAProxy, Prometheus
+from tests.cluster.harness import Beat, Cluster, HAProxy, PgProxy, Prometheus
+from tests.cluster.traffic import Answer
 from tests.e2e.conftest import Key, database_url
+from tests.services import RedisServer
+from tests.waiting import wait_for
 
 NODES = ["n1", "n2", "n3"]
 DEPLOYMENTS = {"cl-a": "sk-sim-cl-a", "cl-b": "sk-sim-cl-b"}
 HOLD_TTL_SECONDS = 15
 SLOT_LEASE_SECONDS = 4
 
-# The gateways: short hold and lease lives (a killed node's must expire within the test), the
-# shutdown grace shorter than the test's waits, and the Celery broker on the cluster's Redis.
+# The shutdown grace: long enough that a stream a test holds open on a draining node outlives
+# the traffic the test sends meanwhile on a loaded machine (test_faults.py), shorter than the
+# harness's wait for a node's exit (`Cluster.restart`). Nodes without open streams exit at once.
+SHUTDOWN_GRACE_SECONDS = 90
+
+# The gateways: short hold and lease lives (a killed node's must expire within the test), and
+# the Celery broker on the session's Redis (tests/cluster/harness.py).
 NODE_ENV = {
     "EZAT_HOLD_TTL_SECONDS": str(HOLD_TTL_SECONDS),
     "EZAT_SLOT_LEASE_SECONDS": str(SLOT_LEASE_SECONDS),
     "EZAT_SLOT_HEARTBEAT_SECONDS": "1",
-    "EZAT_SHUTDOWN_GRACE_SECONDS": "20",
+    "EZAT_SHUTDOWN_GRACE_SECONDS": str(SHUTDOWN_GRACE_SECONDS),
     "EZAT_READYZ_CACHE_SECONDS": "0.25",
+    # The spool (records PostgreSQL would not take) is replayed within a second of its return.
+    "EZAT_USAGE_SPOOL_RETRY_SECONDS": "1",
     "CELERY_TASK_ALWAYS_EAGER": "false",
 }
 
@@ -82,6 +94,26 @@ class ClusterContext:
         with self.blocker.unblock():
             return list(UsageRecord.objects.filter(**filters).order_by("id"))
 
+    def assert_billed_once(self, answers: list[Answer]) -> None:
+        """Every answered request has exactly one usage record, reconciled into the ledger by
+        the Celery workers, and `check_ledger` finds every debit equal to its records' cost."""
+        ids = [a.request_id for a in answers if a.ok]
+        assert ids and None not in ids
+        assert len(ids) == len(set(ids)), "one request id answered twice"
+
+        def reconciled() -> list[Any] | None:
+            records = self.usage(request_id__in=ids)
+            if len(records) == len(ids) and all(r.ledger_entry_id for r in records):
+                return records
+            return None
+
+        wait_for(reconciled, 120, what=f"{len(ids)} answered requests recorded and reconciled")
+        # The operator's command, in this process (a manage.py subprocess costs seconds).
+        out, err = StringIO(), StringIO()
+        with self.blocker.unblock():
+            call_command("check_ledger", stdout=out, stderr=err)  # CommandError on a violation
+        assert "no violations" in out.getvalue(), out.getvalue() + err.getvalue()
+
 
 def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
     from catalog.models import Deployment
@@ -94,29 +126,47 @@ def _seed_catalog(sims: dict[str, SimulatorThread]) -> None:
         upsert_deployment(name=name, base_url=sim.url, api_key=DEPLOYMENTS[name])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster(
     django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterContext]:
+    """One cluster for the package: test_cluster.py proves it works, test_dashboard.py reads
+    its metrics, test_faults.py breaks it (each fault test leaves it whole again)."""
     from django.db import connection
 
     directory = tmp_path_factory.mktemp("cluster")
-    redis_url = services.redis_url(services.REDIS_DB_CLUSTER)
+    broker_url = services.redis_url(services.REDIS_DB_CLUSTER)
     import redis
 
-    redis.Redis.from_url(redis_url).flushdb()
+    redis.Redis.from_url(broker_url).flushdb()
     sims = {name: SimulatorThread(api_key=key).start() for name, key in DEPLOYMENTS.items()}
+    own_redis = RedisServer.start()
+    redis_url = own_redis.url(0)
     with django_db_blocker.unblock():
         _seed_catalog(sims)
-        db_url = database_url(connection.settings_dict)
+        db = dict(connection.settings_dict)
         worker_env = subprocess_env(
-            REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url, EZAT_RECONCILE_INTERVAL="1"
+            REDIS_URL=redis_url, CELERY_BROKER_URL=broker_url, EZAT_RECONCILE_INTERVAL="1"
         )
+    try:
+        pg_proxy = PgProxy(f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}", directory)
+    except BaseException:
+        own_redis.stop()
+        for sim in sims.values():
+            sim.stop()
+        raise
     cluster = Cluster(
-        db_url=db_url,
+        db_url=database_url({**db, "HOST": "127.0.0.1", "PORT": pg_proxy.port}),
         redis_url=redis_url,
-        env={**NODE_ENV, "CELERY_BROKER_URL": redis_url},
+        env={
+            **NODE_ENV,
+            "CELERY_BROKER_URL": broker_url,
+            "EZAT_USAGE_SPOOL_DIR": str(directory / "spool"),
+        },
         directory=directory,
+        worker_env=worker_env,
+        redis=own_redis,
+        pg_proxy=pg_proxy,
     )
     try:
         # Everything starts side by side; the waits come after.

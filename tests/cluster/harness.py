@@ -1,6 +1,8 @@
 """The cluster: three gateway processes behind a real HAProxy (Debian's package), two Celery
-workers and beat, on the suite's PostgreSQL and a database of the session's private Redis, in
-front of two simulated deployments.
+workers and beat, on the suite's PostgreSQL and a Redis server of its own (a fault test
+restarts it), in front of two simulated deployments. The gateways reach PostgreSQL through a
+second HAProxy in TCP mode that a fault test cuts (`PgProxy`); the Celery broker is a database
+of the session's private Redis, so a Redis restart takes the limits down, not the task queue.
 
 The gateways are the e2e stack's (tests/e2e/conftest.py `launch_gateway`: the production
 launcher `python -m ezat.serve`), the workers the billing harness's (tests/billing/harness.py
@@ -27,7 +29,7 @@ import httpx
 
 from tests.billing.harness import CeleryWorker
 from tests.e2e.conftest import ROOT, GatewayProcess, launch_gateway
-from tests.services import ServiceError, free_port, stop_process
+from tests.services import RedisServer, ServiceError, free_port, stop_process
 from tests.waiting import wait_for
 
 NODE_HEADER = "x-ezat-node"
@@ -75,6 +77,18 @@ def haproxy_binary() -> str:
     return binary
 
 
+def admin_command(socket_path: Path, line: str) -> str:
+    """One command on HAProxy's admin socket, its whole answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(str(socket_path))
+        sock.sendall(line.encode() + b"\n")
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
 class HAProxy:
     """`haproxy -db` (foreground) on a free port, with an admin socket for its server states."""
 
@@ -102,17 +116,10 @@ class HAProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self, line: str) -> str:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5)
-            sock.connect(str(self.socket_path))
-            sock.sendall(line.encode() + b"\n")
-            chunks = []
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        return b"".join(chunks).decode()
+        return admin_command(self.socket_path, line)
 
-    def states(self) -> dict[str, str]:
-        """Server name → HAProxy's status (UP, DOWN, "UP 1/2", …) in the backend."""
+    def server_stats(self) -> dict[str, dict[str, str]]:
+        """Server name → its row of `show stat` (status, wretr retries, wredis redispatches…)."""
         if self.process.poll() is not None:
             raise ServiceError(f"haproxy exited:\n{self.log_path.read_text(errors='replace')}")
         try:
@@ -121,10 +128,14 @@ class HAProxy:
             return {}
         rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
         return {
-            row["svname"]: row["status"]
+            row["svname"]: row
             for row in rows
             if row["pxname"] == "gateways" and row["svname"] not in ("BACKEND", "FRONTEND")
         }
+
+    def states(self) -> dict[str, str]:
+        """Server name → HAProxy's status (UP, DOWN, "UP 1/2", …) in the backend."""
+        return {name: row["status"] for name, row in self.server_stats().items()}
 
     def wait_states(self, want: dict[str, str], *, deadline: float = 60) -> None:
         wait_for(
@@ -132,6 +143,60 @@ class HAProxy:
             deadline,
             what=f"haproxy to see {want}",
         )
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+PG_PROXY_CONFIG = """\
+global
+    maxconn 1000
+    stats socket {socket} mode 600 level admin
+
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 1h
+    timeout server 1h
+
+listen postgres
+    bind 127.0.0.1:{port}
+    server pg {target}
+"""
+
+
+class PgProxy:
+    """The gateways' way to PostgreSQL: HAProxy in TCP mode, which a test can cut and restore.
+
+    A cut is what a PostgreSQL restart looks like from the gateways: every open connection is
+    closed (`shutdown sessions`, so transactions in flight abort) and new ones are refused
+    (the server in maintenance: HAProxy closes them at once) until `restore`. The suite's
+    PostgreSQL is shared with other engineers and CI, so it is never restarted itself."""
+
+    def __init__(self, target: str, directory: Path) -> None:
+        self.port = free_port()
+        self.socket_path = directory / "pg-proxy.sock"
+        config = directory / "pg-proxy.cfg"
+        config.write_text(
+            PG_PROXY_CONFIG.format(socket=self.socket_path, port=self.port, target=target)
+        )
+        self.log_path = directory / "pg-proxy.log"
+        self.process = subprocess.Popen(
+            [haproxy_binary(), "-db", "-f", str(config)],
+            stdout=self.log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self.socket_path.exists, 30, what="the PostgreSQL proxy's admin socket")
+
+    def command(self, line: str) -> str:
+        return admin_command(self.socket_path, line)
+
+    def cut(self) -> None:
+        self.command("set server postgres/pg state maint")
+        self.command("shutdown sessions server postgres/pg")
+
+    def restore(self) -> None:
+        self.command("set server postgres/pg state ready")
 
     def stop(self) -> None:
         stop_process(self.process)
@@ -189,6 +254,12 @@ class Prometheus:
             return []
         return list(answer.json()["data"]["result"])
 
+    def api(self, promql: str) -> httpx.Response:
+        """The raw answer of an instant query (a PromQL syntax error is a 400 with its text)."""
+        return httpx.get(
+            f"http://127.0.0.1:{self.port}/api/v1/query", params={"query": promql}, timeout=10
+        )
+
     def stop(self) -> None:
         stop_process(self.process)
 
@@ -225,6 +296,9 @@ class Cluster:
     workers: list[CeleryWorker] = field(default_factory=list)
     beat: Beat | None = None
     prometheus: Prometheus | None = None
+    worker_env: dict[str, str] = field(default_factory=dict)  # the Celery workers' and beat's
+    redis: RedisServer | None = None  # the cluster's own, restarted by a fault test
+    pg_proxy: PgProxy | None = None  # between the gateways and PostgreSQL, cut by a fault test
 
     @property
     def lb(self) -> HAProxy:
@@ -244,7 +318,7 @@ class Cluster:
         """Stop a node with `sig`, wait for its exit, start it again on the same port."""
         old = self.nodes[name]
         old.process.send_signal(sig)
-        old.process.wait(60)
+        old.process.wait(180)  # above the nodes' shutdown grace (tests/cluster/conftest.py)
         self.revive(name)
 
     def revive(self, name: str) -> None:
@@ -266,3 +340,7 @@ class Cluster:
             self.beat.stop()
         if self.prometheus is not None:
             self.prometheus.stop()
+        if self.pg_proxy is not None:
+            self.pg_proxy.stop()
+        if self.redis is not None:
+            self.redis.stop()

@@ -10,14 +10,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from io import StringIO
 from typing import Any
 
 import httpx
 import openai
 import pytest
 import redis
-from django.core.management import call_command
 
 from tests.cluster.conftest import HOLD_TTL_SECONDS, NODES, ClusterContext, sigkill
 from tests.cluster.harness import NODE_HEADER
@@ -29,33 +27,12 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.cluster
 
 
-def assert_billed_once(cluster: ClusterContext, answers: list[Answer]) -> None:
-    """Every answered request has exactly one usage record, reconciled into the ledger by the
-    Celery workers, and `check_ledger` finds every debit equal to its records' cost."""
-    ids = [a.request_id for a in answers if a.ok]
-    assert ids and None not in ids
-    assert len(ids) == len(set(ids)), "one request id answered twice"
-
-    def reconciled() -> list[Any] | None:
-        records = cluster.usage(request_id__in=ids)
-        if len(records) == len(ids) and all(r.ledger_entry_id for r in records):
-            return records
-        return None
-
-    wait_for(reconciled, 120, what=f"{len(ids)} answered requests recorded and reconciled")
-    # The operator's command, in this process (a manage.py subprocess costs seconds to start).
-    out, err = StringIO(), StringIO()
-    with cluster.blocker.unblock():
-        call_command("check_ledger", stdout=out, stderr=err)  # CommandError on a violation
-    assert "no violations" in out.getvalue(), out.getvalue() + err.getvalue()
-
-
 def test_traffic_is_spread_and_billed_once(cluster: ClusterContext) -> None:
     key = cluster.new_key()
     answers = drive(cluster.url, key.secret, 60)
     assert all(a.ok for a in answers), [a for a in answers if not a.ok][:3]
     assert set(Counter(a.node for a in answers)) == set(NODES)
-    assert_billed_once(cluster, answers)
+    cluster.assert_billed_once(answers)
     # Nothing else was recorded for this key: one record per answer, no extra attempt billed.
     assert len(cluster.usage(org_id=key.org_id)) == len(answers)
 
@@ -289,7 +266,7 @@ def test_node_killed_mid_traffic(cluster: ClusterContext) -> None:
     assert all(a.ok for a in answers[after_down + 6 :]), [a for a in answers if not a.ok][:3]
     lost = [a for a in answers if not a.ok]
     assert len(lost) <= 6, lost  # at most the callers whose stream the kill cut
-    assert_billed_once(cluster, answers)
+    cluster.assert_billed_once(answers)
     # When a survivor bills the dead node's checkpointed streams, its round does not fail
     # (whether the victim had written a checkpoint before the kill depends on timing).
     survivors = [g for name, g in cluster.cluster.nodes.items() if name != "n2"]
@@ -324,6 +301,6 @@ def test_rolling_restart_under_load_loses_nothing(cluster: ClusterContext) -> No
     answers = load.answers
     assert all(a.ok for a in answers), [a for a in answers if not a.ok][:5]
     assert len(answers) >= 28
-    assert_billed_once(cluster, answers)
+    cluster.assert_billed_once(answers)
     assert len(cluster.usage(org_id=key.org_id)) == len(answers)
     print(f"rolling restart: {len(answers)} answers in {time.monotonic() - started:.1f} s")
