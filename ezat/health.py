@@ -129,11 +129,22 @@ readiness = Readiness()
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
+    """200 while this node can take requests; 503 while it drains (ezat/asgi.py answers that).
+
+    A database or Redis that does not answer is reported ("degraded") but, by default, does not
+    fail readiness: every node shares them, so failing would take every node out of the load
+    balancer at once and turn a partial outage into a total one. A degraded node still serves
+    what it can: cached keys answer and their usage goes to the spool (billing/spool.py), and
+    what it cannot serve gets its own retryable JSON 503 instead of the balancer's HTML one.
+    EZAT_READYZ_REQUIRE_DEPENDENCIES=true fails readiness too, for balancers in front of nodes
+    whose dependencies differ."""
     checks = readiness.checks()
-    ready = all(v == "ok" for v in checks.values())
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503
-    )
+    healthy = all(v == "ok" for v in checks.values())
+    if healthy:
+        return JsonResponse({"status": "ok", **checks})
+    if settings.EZAT_READYZ_REQUIRE_DEPENDENCIES:
+        return JsonResponse({"status": "unavailable", **checks}, status=503)
+    return JsonResponse({"status": "degraded", **checks})
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

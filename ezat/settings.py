@@ -324,6 +324,7 @@ EZAT_IMAGE_MEMORY_BUDGET = env.int("EZAT_IMAGE_MEMORY_BUDGET", default=256 * 102
 EZAT_IMAGE_MEMORY_WAIT = env.float("EZAT_IMAGE_MEMORY_WAIT", default=5.0)
 # /readyz answers from a cached probe this many seconds old at most (one probe in flight).
 EZAT_READYZ_CACHE_SECONDS = env.float("EZAT_READYZ_CACHE_SECONDS", default=1.0)
+EZAT_READYZ_REQUIRE_DEPENDENCIES = env.bool("EZAT_READYZ_REQUIRE_DEPENDENCIES", default=False)
 # Serve /static/ from the app itself (quickstart, single box); behind a CDN/proxy turn it off.
 EZAT_SERVE_STATIC = env.bool("EZAT_SERVE_STATIC", default=DEBUG)
 # Usage records on PostgreSQL: wait for the WAL flush before answering (the default). Off, a

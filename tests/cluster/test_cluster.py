@@ -39,6 +39,11 @@ def test_traffic_is_spread_and_billed_once(cluster: ClusterContext) -> None:
 
 def _node_requests(url: str) -> float:
     """ezat_requests_total summed over its labels, read from one node's /metrics."""
+    return _node_gauge(url, "ezat_requests_total")
+
+
+def _node_gauge(url: str, name: str) -> float:
+    """The samples named `name` summed over their labels, read from one node's /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(url + "/metrics", timeout=10).text
@@ -46,7 +51,7 @@ def _node_requests(url: str) -> float:
         sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if sample.name == "ezat_requests_total"
+        if sample.name == name
     )
 
 
@@ -137,15 +142,18 @@ def test_cooldown_set_on_one_node_is_honoured_by_the_others(cluster: ClusterCont
             n += 1
             assert n < 200, "n1 never put cl-b in cooldown"
         # The other nodes read cooldowns from Redis at most once a second, in the background of
-        # a request (gateway/routing.py). Warm-ups (answered by failover, never a success on
-        # cl-b, which would end the cooldown everywhere): one, one sync period, one more; by
-        # the end of the second each node has run a sync started after the cooldown was set.
-        for name in ("n2", "n3", "wait", "n2", "n3"):
-            if name == "wait":
-                time.sleep(1.2)  # the sync period, not a wait for readiness
-                continue
-            answer = call(cluster.cluster.nodes[name].url, key.secret, "messages", "warm up")
-            assert answer.ok, answer
+        # a request (gateway/routing.py). Warm them up (answered by failover, never a success on
+        # cl-b, which would end the cooldown everywhere) until each node's own gauge shows the
+        # cooldown: a condition, not a sleep of one sync period that a busy machine outlasts.
+        for name in ("n2", "n3"):
+            url = cluster.cluster.nodes[name].url
+
+            def synced(url: str = url) -> bool:
+                answer = call(url, key.secret, "messages", "warm up")
+                assert answer.ok, answer
+                return _node_gauge(url, "ezat_deployments_cooling") >= 1
+
+            wait_for(synced, what=f"{name} to read cl-b's cooldown from Redis", interval=0.5)
         seen_by_b = len(sim.requests())
         for name in ("n2", "n3"):
             url = cluster.cluster.nodes[name].url

@@ -5,11 +5,37 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def test_readyz_checks_the_database(client, db) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json()["database"] == "ok"
+
+
+@pytest.fixture
+def unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ezat import health
+
+    monkeypatch.setattr(
+        health, "readiness", health.Readiness(lambda: {"database": "unreachable"}, ttl=0)
+    )
+
+
+def test_readyz_stays_ready_but_degraded_when_a_shared_dependency_is_down(
+    client, unreachable_database: None
+) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "degraded", "database": "unreachable"}
+
+
+def test_readyz_can_require_its_dependencies(client, unreachable_database: None, settings) -> None:
+    settings.EZAT_READYZ_REQUIRE_DEPENDENCIES = True
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "database": "unreachable"}
 
 
 def test_healthz_through_django_too(client) -> None:
