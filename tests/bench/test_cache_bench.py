@@ -75,6 +75,45 @@ def test_the_workload_has_the_promised_shape(full: Any) -> None:
     assert per_app[0] >= 20 and per_app[-1] <= 3
 
 
+def test_own_prompts_workload_shares_nothing_between_conversations(full: Any) -> None:
+    """`--prompts own`: the same shape, but every conversation a system prompt + tools of its
+    own, so no request can read another conversation's writes."""
+    own = generate(2026, Profile.named(quick=False, prompts="own"))
+    assert own.fingerprint() == generate(2026, Profile.named(False, "own")).fingerprint()
+    assert own.fingerprint() != full.fingerprint()
+    convs = own.conversations
+    assert len(convs) == 200 and len(own.apps) == 200
+    assert len({c.app.system for c in convs}) == 200
+    tool_texts = [t["description"] for c in convs for t in c.app.tools]
+    assert len(set(tool_texts)) == len(tool_texts)
+    first_blocks = {c.turns[0].user[:40] for c in convs}
+    assert len(first_blocks) == 200
+    prefixes = [_prefix_tokens(c.app) for c in convs]
+    assert all(1_900 <= p <= 42_000 for p in prefixes)
+    assert min(prefixes) < 4_000 and max(prefixes) > 25_000
+    turns = [len(c.turns) for c in convs]
+    assert min(turns) >= 2 and max(turns) <= 30
+    assert {c.app.api for c in convs} == {"messages", "chat"}
+    assert {c.app.system_ttl for c in convs if c.app.api == "messages"} == {"5m", "1h"}
+    assert {c.app.sends_cache_key for c in convs if c.app.api == "chat"} == {True, False}
+    gaps = [b.start - a.end for c in convs for a, b in pairwise(c.turns)]
+    assert 0.05 < sum(1 for g in gaps if g > 300) / len(gaps) < 0.2
+    with pytest.raises(ValueError):
+        Profile.named(quick=False, prompts="some")
+
+
+def test_both_workloads_run_every_policy_the_fallback_ab_only_shared() -> None:
+    specs = cache_bench.run_specs(None, ("shared", "own"))
+    shared = [s for s in specs if s.prompts == "shared"]
+    own = [s for s in specs if s.prompts == "own"]
+    assert len(shared) == 12 and len(own) == 10
+    assert {s.name for s in own} == {"ezat", "modulo", "round_robin", "random", "least_busy"}
+    assert len({s.org for s in specs}) == len(specs)
+    args = cache_bench.parse_args(["--out", "/nonexistent"])
+    assert args.prompts == ["shared", "own"]
+    assert cache_bench.parse_args(["--quick", "--out", "/x"]).prompts == ["shared"]
+
+
 def test_request_bodies_carry_the_apps_breakpoints(full: Any) -> None:
     reqs = full.requests()
     assert [r.start for r in reqs] == sorted(r.start for r in reqs)
@@ -204,6 +243,13 @@ def test_readme_block_is_generated_from_the_committed_results() -> None:
     ezat = cache_report.find(data, "base", "ezat")
     assert f"EZAT routing: {cache_report.pct(ezat['hit_rate'])} hit rate" in readme
     assert all(r["errors"] == 0 and r["bill_matches"] for r in data["runs"])
+    own = cache_report.workloads(data)["own"]
+    assert own["workload"]["apps_used"] == own["workload"]["conversations"]
+    assert cache_report.complete(own, at_least=5)
+    assert all(r["errors"] == 0 and r["bill_matches"] for r in own["runs"])
+    rate = cache_report.pct(cache_report.find(own, "base", "ezat")["hit_rate"])
+    assert "second workload (every conversation with a system prompt of its own" in readme
+    assert f"**EZAT routing: {rate} hit rate" in readme
 
 
 def _quick(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
