@@ -243,13 +243,39 @@ def test_readme_block_is_generated_from_the_committed_results() -> None:
     ezat = cache_report.find(data, "base", "ezat")
     assert f"EZAT routing: {cache_report.pct(ezat['hit_rate'])} hit rate" in readme
     assert all(r["errors"] == 0 and r["bill_matches"] for r in data["runs"])
-    own = cache_report.workloads(data)["own"]
-    assert own["workload"]["apps_used"] == own["workload"]["conversations"]
-    assert cache_report.complete(own, at_least=5)
-    assert all(r["errors"] == 0 and r["bill_matches"] for r in own["runs"])
-    rate = cache_report.pct(cache_report.find(own, "base", "ezat")["hit_rate"])
-    assert "second workload (every conversation with a system prompt of its own" in readme
-    assert f"**EZAT routing: {rate} hit rate" in readme
+    for name, sub in cache_report.workloads(data).items():
+        assert cache_report.complete(sub, at_least=5), name
+        assert all(r["errors"] == 0 and r["bill_matches"] for r in sub["runs"]), name
+
+
+def test_a_second_workload_is_rendered_beside_the_first() -> None:
+    """cache.json with `workloads.own` (the same shape): cache.md gets its section and
+    targets, the README block its line, from the same file."""
+    source = cache_report.readme_source()
+    assert source is not None
+    data = orjson.loads((REPO / source / "cache.json").read_bytes())
+    own = {**data, "fallback_ab": [], "ceiling": {"hit_rate": 0.8}}
+    own["runs"] = [
+        {**r, "hit_rate": r["hit_rate"] * 0.9 if r["name"] == "ezat" else r["hit_rate"] / 4}
+        for r in data["runs"]
+        if r["name"] != "rendezvous-fallback-off"
+    ]
+    data = {**data, "workloads": {"own": own}}
+    markdown = cache_report.render(data)
+    section = markdown[markdown.index("# Second workload: every conversation") :]
+    ezat = cache_report.find(own, "base", "ezat")["hit_rate"]
+    rr = cache_report.find(own, "base", "round_robin")["hit_rate"]
+    assert f"{ezat / rr:.2f}× — **met**" in section
+    assert "Ceiling (every request in one cache): 80.0 %" in section
+    assert "### Checks, workload `own`" in section
+    block = cache_report.readme_block(data, source)
+    line = block.splitlines()[-2]
+    assert line.startswith("Same run, second workload (every conversation with a system prompt")
+    assert f"**EZAT routing: {cache_report.pct(ezat)} hit rate" in line
+    assert "the 3× target is met" in line
+    own["runs"] = [r for r in own["runs"] if r["name"] != "random"]
+    with pytest.raises(ValueError, match="own"):
+        cache_report.readme_block(data, source)
 
 
 def _quick(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
