@@ -316,3 +316,26 @@ def test_same_seed_same_numbers_through_the_gateway(tmp_path: Path) -> None:
     assert ezat["hit_rate"] > cache_report.find(one, "base", "random")["hit_rate"]
     markdown = (tmp_path / "one" / "cache.md").read_text()
     assert "## Churn" in markdown and "## Targets" not in markdown  # no round-robin run
+
+
+def test_cache_sources_split_reads_by_where_the_conversation_went_before() -> None:
+    """bench.cache_sources: one conversation, turns at 0, 60, 120, 600 and 700 s on
+    deployments 0, 0, 1 (never used), 0 (last used 540 s before) and 2 (never used)."""
+    from bench.cache_sources import KINDS, sources
+    from bench.cache_workload import Conversation, Turn
+
+    turns = tuple(Turn(s, 1.0, "", "") for s in (0, 60, 120, 600, 700))
+    conv = Conversation(0, None, False, turns)  # type: ignore[arg-type]
+    rows = [
+        [0, 0, 0.0, 0, 0, 0, 100, 0],
+        [0, 1, 60.0, 0, 0, 100, 20, 0],
+        [0, 2, 120.0, 1, 0, 0, 120, 0],
+        [0, 3, 600.0, 0, 0, 100, 60, 0],
+        [0, 4, 700.0, 2, 0, 0, 200, 0],
+    ]
+    found = sources(rows, {0: conv})
+    assert [found[k][0] for k in KINDS] == [1, 1, 0, 1, 2]
+    assert found[KINDS[1]][1] == pytest.approx(100 * 100 / 700)
+    assert found[KINDS[3]][1] == pytest.approx(100 * 100 / 700)  # the 1h entry on deployment 0
+    rows[3][3] = 1  # turn 3 on deployment 1, where turn 2 went: the previous turn's
+    assert sources(rows, {0: conv})[KINDS[1]][0] == 2
