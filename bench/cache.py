@@ -40,7 +40,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ import orjson
 from bench import cache_report
 from bench.cache_metrics import Outcome
 from bench.cache_upstreams import Arrival, Upstreams
-from bench.cache_workload import MODEL, Profile, Request, Workload, generate
+from bench.cache_workload import MODEL, PROMPTS, Profile, Request, Workload, generate
 from bench.procs import REPO, UPSTREAM_KEY, BenchError, Procs, cpu_seconds, pin
 from gateway.simulator.cache import PromptCache
 
@@ -70,6 +71,7 @@ class RunSpec:
     prefix_aware: bool | None  # EZAT_ROUTING_PREFIX_AWARE; None = the gateway's default
     seed_offset: int = 0  # > 0: the fallback's A/B on another seed's workload
     attempt: int = 0  # > 0: run again (see CacheBench.one_deterministic)
+    prompts: str = "shared"  # the workload's Profile.prompts
 
     @property
     def name(self) -> str:
@@ -83,7 +85,8 @@ class RunSpec:
     def org(self) -> str:
         extra = f"-seed+{self.seed_offset}" if self.seed_offset else ""
         again = f"-again{self.attempt}" if self.attempt else ""
-        return f"cache-{self.scenario}-{self.name}{extra}{again}"
+        own = "-own" if self.prompts == "own" else ""
+        return f"cache-{self.scenario}-{self.name}{own}{extra}{again}"
 
     def env(self) -> dict[str, str]:
         env = {"EZAT_ROUTING_POLICY": self.policy}
@@ -92,8 +95,10 @@ class RunSpec:
         return env
 
 
-def run_specs(names: set[str] | None = None) -> list[RunSpec]:
-    """Every run, base scenario first; `names` keeps a subset (EZAT's runs always stay)."""
+def run_specs(names: set[str] | None = None, prompts: Sequence[str] = ("shared",)) -> list[RunSpec]:
+    """Every run, base scenario first, per workload; `names` keeps a subset (EZAT's runs always
+    stay). The fallback's A/B runs on the shared-prompt workload only: with no prompt shared
+    between conversations there is nothing for it to find elsewhere."""
     policies = [
         (DEFAULT_POLICY, None),  # EZAT: the gateway as shipped
         (DEFAULT_POLICY, not PREFIX_AWARE_DEFAULT),  # the fallback's A/B
@@ -102,7 +107,13 @@ def run_specs(names: set[str] | None = None) -> list[RunSpec]:
         ("random", None),
         ("least_busy", None),
     ]
-    specs = [RunSpec(s, p, pa) for s in ("base", "churn") for p, pa in policies]
+    specs = [
+        RunSpec(s, p, pa, prompts=w)
+        for w in prompts
+        for s in ("base", "churn")
+        for p, pa in policies
+        if w == "shared" or pa is None
+    ]
     if names:
         specs = [spec for spec in specs if spec.name in names or spec.name == "ezat"]
     return specs
@@ -303,15 +314,14 @@ _CLIENT_COMMAND = re.compile(rb"^\d+\.\d+ \[\d+ \d")
 class CacheBench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.workload = generate(args.seed, Profile.named(args.quick))
-        self._other_workloads: dict[int, Workload] = {}
+        self._workloads: dict[tuple[str, int], Workload] = {}
         self.procs = Procs(keep_tmp=args.keep_tmp)
         self.ups = Upstreams(DEPLOYMENTS, UPSTREAM_KEY)
         self.results: list[RunResult] = []
         self.notes: list[str] = []
         self.server_cpu = 0 if args.pin else None
         self.redis_url = ""
-        self.ceiling: dict[str, float] | None = None
+        self.ceilings: dict[str, dict[str, float]] = {}  # by Profile.prompts
         self.price_tiers: list[dict[str, Any]] | None = None  # the model's, from /api/models
 
     def log(self, msg: str) -> None:
@@ -320,8 +330,8 @@ class CacheBench:
     async def run(self) -> dict[str, Any]:
         args = self.args
         redis = args.redis if args.redis is not None else args.db == "postgres"
-        specs = run_specs(self.args.runs)
-        extra = ab_specs(self.args.ab_seeds)
+        specs = run_specs(self.args.runs, self.args.prompts)
+        extra = ab_specs(self.args.ab_seeds) if "shared" in self.args.prompts else []
         started = time.monotonic()
         # Stopped with a signal, clean up all the same (gateway, Redis, Postgres database).
         main = asyncio.current_task()
@@ -359,12 +369,12 @@ class CacheBench:
         return self.summary(read_back, time.monotonic() - started, redis)
 
     def workload_for(self, spec: RunSpec) -> Workload:
-        if not spec.seed_offset:
-            return self.workload
-        if spec.seed_offset not in self._other_workloads:
+        key = (spec.prompts, spec.seed_offset)
+        if key not in self._workloads:
             seed = self.args.seed + spec.seed_offset
-            self._other_workloads[spec.seed_offset] = generate(seed, Profile.named(self.args.quick))
-        return self._other_workloads[spec.seed_offset]
+            profile = Profile.named(self.args.quick, spec.prompts)
+            self._workloads[key] = generate(seed, profile)
+        return self._workloads[key]
 
     def cooldown_for(self, spec: RunSpec) -> float:
         """EZAT_COOLDOWN_SECONDS for a churn run: longer than the outage takes in real time,
@@ -374,7 +384,9 @@ class CacheBench:
         windows = [
             r.window_real_s
             for r in self.results
-            if r.spec.scenario == "base" and (r.spec.name == name or r.spec.name == "ezat")
+            if r.spec.scenario == "base"
+            and r.spec.prompts == spec.prompts
+            and (r.spec.name == name or r.spec.name == "ezat")
         ]
         return round(max(1.5, 1.5 * max(windows or [10.0]) + 1.5), 1)
 
@@ -392,7 +404,7 @@ class CacheBench:
             retry += 1
             cooldown *= 2
             self.log(f"{spec.org}: the cooldown ran out mid-outage; again with {cooldown} s")
-            again = RunSpec(spec.scenario, spec.policy, spec.prefix_aware, spec.seed_offset, retry)
+            again = replace(spec, attempt=retry)
             made = await asyncio.to_thread(
                 django_json, self.procs, env, SETUP, {"urls": [], "orgs": [again.org]}
             )
@@ -409,7 +421,7 @@ class CacheBench:
         cooldown: float,
     ) -> RunResult:
         self.ups.reset()
-        if spec.scenario == "base" and spec.name == "ezat":
+        if spec.scenario == "base" and spec.name == "ezat" and not spec.seed_offset:
             self.ups.shadow = PromptCache(clock=self.ups.clock)
         self._flush_private_redis()
         genv = {
@@ -452,11 +464,13 @@ class CacheBench:
         if self.ups.shadow is not None:
             read = sum(u.cache_read for u in self.ups.shadow_usage.values())
             cacheable = read + sum(u.cache_creation for u in self.ups.shadow_usage.values())
-            self.ceiling = {"hit_rate": round(read / cacheable, 6) if cacheable else 0.0}
+            self.ceilings[spec.prompts] = {
+                "hit_rate": round(read / cacheable, 6) if cacheable else 0.0
+            }
         errors = sum(1 for o in replay.outcomes if not o.ok)
         self.log(
-            f"{spec.scenario:5} {spec.name:28} {len(replay.outcomes)} requests, {errors} errors, "
-            f"{elapsed:.1f} s"
+            f"{spec.prompts:6} {spec.scenario:5} {spec.name:28} {len(replay.outcomes)} "
+            f"requests, {errors} errors, {elapsed:.1f} s"
         )
         return RunResult(
             spec=spec,
@@ -517,12 +531,26 @@ class CacheBench:
         return sum(1 for line in lines if _CLIENT_COMMAND.match(line))
 
     def summary(self, read_back: dict[str, Any], real_s: float, redis: bool) -> dict[str, Any]:
+        """cache.json: the first workload's figures at the top level (the shared-prompt one
+        when it ran), each other workload's in the same shape under `workloads`."""
+        meta = machine_notes(self.args, redis, real_s)
+        first, *others = self.args.prompts
+        data = self.workload_summary(first, read_back, meta)
+        if others:
+            data["workloads"] = {w: self.workload_summary(w, read_back, meta) for w in others}
+        return data
+
+    def workload_summary(
+        self, prompts: str, read_back: dict[str, Any], meta: dict[str, Any]
+    ) -> dict[str, Any]:
         assert self.price_tiers is not None, "no gateway answered GET /api/models"
         prices = cache_report.schedule_from(self.price_tiers)
-        conversations = len(self.workload.conversations)
-        base_of = {r.spec.name: r for r in self.results if r.spec.scenario == "base"}
+        workload = self.workload_for(RunSpec("base", DEFAULT_POLICY, None, prompts=prompts))
+        conversations = len(workload.conversations)
+        mine = [r for r in self.results if r.spec.prompts == prompts]
+        base_of = {r.spec.name: r for r in mine if r.spec.scenario == "base"}
         runs = []
-        for r in self.results:
+        for r in mine:
             if r.spec.seed_offset:
                 continue
             figures = cache_report.run_figures(
@@ -559,18 +587,18 @@ class CacheBench:
                 run["churn"] = cache_report.churn_figures(
                     r.outcomes,
                     base.outcomes,
-                    self.workload.churn_window(),
+                    workload.churn_window(),
                     base_rate,
                     figures["hit_rate"],
                 )
             runs.append(run)
         return {
-            "meta": machine_notes(self.args, redis, real_s),
+            "meta": meta,
             "model": MODEL,
-            "fallback_ab": self.fallback_ab(prices, read_back),
-            "workload": cache_report.describe_workload(self.workload),
+            "fallback_ab": self.fallback_ab(prices, read_back) if prompts == "shared" else [],
+            "workload": cache_report.describe_workload(workload),
             "prices": self.price_tiers,
-            "ceiling": self.ceiling,
+            "ceiling": self.ceilings.get(prompts),
             "runs": runs,
             "notes": self.notes,
         }
@@ -581,10 +609,11 @@ class CacheBench:
         for offset in sorted({r.spec.seed_offset for r in self.results}):
             pair = {}
             for r in self.results:
-                if (r.spec.seed_offset, r.spec.scenario, r.spec.policy) != (
+                if (r.spec.seed_offset, r.spec.scenario, r.spec.policy, r.spec.prompts) != (
                     offset,
                     "churn",
                     DEFAULT_POLICY,
+                    "shared",
                 ):
                     continue
                 on = PREFIX_AWARE_DEFAULT if r.spec.prefix_aware is None else r.spec.prefix_aware
@@ -602,12 +631,7 @@ class CacheBench:
     def requests_dump(self) -> bytes:
         """Every request of every run (for whoever wants to dig; not committed)."""
         return orjson.dumps(
-            {
-                f"{r.spec.scenario}/{r.spec.name}": [
-                    cache_report.outcome_row(o) for o in r.outcomes
-                ]
-                for r in self.results
-            }
+            {r.spec.org: [cache_report.outcome_row(o) for o in r.outcomes] for r in self.results}
         )
 
 
@@ -639,6 +663,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the gateway with a private Redis (default: with --db postgres)",
+    )
+    parser.add_argument(
+        "--prompts",
+        default=None,
+        help="the workloads, comma list: shared (an app's system prompt shared by its "
+        "conversations), own (every conversation its own); default shared,own (quick: shared)",
     )
     parser.add_argument("--out", default=None, help="directory (default bench/results/<stamp>)")
     parser.add_argument(
@@ -673,6 +703,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.runs = {r.strip() for r in args.runs.split(",") if r.strip()}
+    default_prompts = "shared" if args.quick else ",".join(PROMPTS)
+    args.prompts = [p.strip() for p in (args.prompts or default_prompts).split(",") if p.strip()]
+    if (
+        not args.prompts
+        or set(args.prompts) - set(PROMPTS)
+        or len(set(args.prompts)) < len(args.prompts)
+    ):
+        parser.error(f"--prompts: a comma list of {', '.join(PROMPTS)}")
+    if args.update_readme and args.prompts != list(PROMPTS):
+        parser.error(f"--update-readme needs every workload (--prompts {','.join(PROMPTS)})")
     if args.ab_seeds is None:
         args.ab_seeds = 0 if args.quick or args.runs else 2
     known = {spec.name for spec in run_specs()}
@@ -713,7 +753,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {out / 'cache.md'} and {out / 'cache.json'}", file=sys.stderr)
     if args.update_readme:
         cache_report.update_readme(out)
-    if any(r["errors"] or not r["bill_matches"] for r in data["runs"]):
+    every = [data, *data.get("workloads", {}).values()]
+    if any(r["errors"] or not r["bill_matches"] for d in every for r in d["runs"]):
         sys.exit(2)
 
 

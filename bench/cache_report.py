@@ -177,10 +177,19 @@ def find_opt(data: dict[str, Any], scenario: str, name: str) -> dict[str, Any] |
     return next((r for r in data["runs"] if r["scenario"] == scenario and r["name"] == name), None)
 
 
-def complete(data: dict[str, Any]) -> bool:
+def complete(data: dict[str, Any], at_least: int = 6) -> bool:
     """Every policy in both scenarios (a `--runs` subset is not)."""
     names = {r["name"] for r in _runs(data, "base")}
-    return len(names) >= 6 and names == {r["name"] for r in _runs(data, "churn")}
+    return len(names) >= at_least and names == {r["name"] for r in _runs(data, "churn")}
+
+
+def workloads(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The other workloads of the run (each in cache.json's shape), by Profile.prompts."""
+    return dict(data.get("workloads") or {})
+
+
+OWN = "own"
+OWN_TITLE = "every conversation with a system prompt of its own"
 
 
 def targets(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -288,8 +297,12 @@ def render(data: dict[str, Any]) -> str:
         *_churn_section(data),
         *_fallback_section(data),
         *_targets_section(data),
-        *_checks_section(data),
     ]
+    for name, sub in workloads(data).items():
+        out += _other_workload_section(name, sub)
+    out += _checks_section(data)
+    for name, sub in workloads(data).items():
+        out += _checks_section(sub, heading=f"### Checks, workload `{name}`")
     return "\n".join(out) + "\n"
 
 
@@ -322,7 +335,12 @@ def _head(data: dict[str, Any]) -> list[str]:
         "",
         f"- {w['conversations']} conversations, {w['requests']} requests, "
         f"{w['turns_min']}–{w['turns_max']} turns each; {w['apps_used']} apps (system prompt + "
-        "tools of 2k–40k tokens, shared by an app's conversations; Zipf popularity).",
+        "tools of 2k–40k tokens, "
+        + (
+            "each conversation its own)."
+            if w["apps_used"] == w["conversations"]
+            else "shared by an app's conversations; Zipf popularity)."
+        ),
         f"- `/v1/messages` with explicit breakpoints: {w['messages_api_conversations']} "
         f"conversations ({w['messages_with_1h_system_breakpoint']} with a 1-hour breakpoint on "
         "the system prompt, the rest 5 minutes; the newest message always 5 minutes). "
@@ -440,13 +458,13 @@ def _fallback_section(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def _targets_section(data: dict[str, Any]) -> list[str]:
+def _targets_section(data: dict[str, Any], heading: str = "## Targets") -> list[str]:
     t = targets(data)
     if t is None:
         return []
     ezat, rr = find(data, "base", "ezat"), find(data, "base", "round_robin")
     return [
-        "## Targets",
+        heading,
         "",
         f"- EZAT's hit rate at least 3× round-robin's on the base workload: "
         f"{pct(ezat['hit_rate'])} vs {pct(rr['hit_rate'])}, "
@@ -466,8 +484,50 @@ def _targets_section(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def _checks_section(data: dict[str, Any]) -> list[str]:
-    out = ["## Checks", ""]
+def _other_workload_section(name: str, sub: dict[str, Any]) -> list[str]:
+    """A second workload of the same run: the same conversations' shape, APIs, breakpoints
+    and gaps, but (`own`) no system prompt shared between conversations."""
+    w = sub["workload"]
+    title = OWN_TITLE if name == OWN else f"`{name}`"
+    out = [
+        f"# Second workload: {title}",
+        "",
+        f"The same run, `--prompts {name}`: {w['conversations']} conversations, "
+        f"{w['requests']} requests, {w['turns_min']}–{w['turns_max']} turns, drawn the same "
+        "way as above (APIs, breakpoints and their TTLs, `prompt_cache_key`, think times) except "
+        "that each conversation has a system prompt + tools of 2k–40k tokens of its own "
+        f"({w['apps_used']} different ones), so no prefix is shared between conversations: a "
+        "request can only "
+        "read what its own conversation's earlier turns wrote, on the deployment they went to. "
+        "This is the reading of the issue's workload where round-robin should fare worst.",
+        "",
+        f"- {w['messages_api_conversations']} `/v1/messages` conversations "
+        f"({w['messages_with_1h_system_breakpoint']} with a 1-hour system breakpoint), "
+        f"{w['chat_conversations']} chat ({w['chat_with_prompt_cache_key']} with "
+        f"`prompt_cache_key`); {w['gaps_over_5_minutes']} of {w['gaps']} gaps exceed 5 minutes; "
+        f"fingerprint `{w['fingerprint'][:16]}…`.",
+        "",
+        "## Base",
+        "",
+        *_base_table(sub),
+        "",
+    ]
+    ceiling, ezat = sub.get("ceiling"), find_opt(sub, "base", "ezat")
+    if ceiling and ezat:
+        out += [
+            f"Ceiling (every request in one cache): {pct(ceiling['hit_rate'])}; EZAT routing "
+            f"reaches {ezat['hit_rate'] / ceiling['hit_rate'] * 100:.1f} % of it.",
+            "",
+        ]
+    if any("churn" in r for r in _runs(sub, "churn")):
+        out += ["## Churn (the same outage, 1/3 to 2/3 of the requests)", "", *_churn_table(sub)]
+        out.append("")
+    out += _targets_section(sub, heading="## Targets on this workload")
+    return out
+
+
+def _checks_section(data: dict[str, Any], heading: str = "## Checks") -> list[str]:
+    out = [heading, ""]
     for r in data["runs"]:
         checks = [
             f"{r['requests']} requests, {r['errors']} errors",
@@ -540,9 +600,39 @@ def readme_block(data: dict[str, Any], source: str) -> str:
         f"tokens and costs {t['cost_ratio_round_robin_vs_ezat']:.2f}× as much. When one "
         f"deployment cools down for the middle third of the run, EZAT's hit rate changes by "
         f"{-t['churn_loss_points']:+.2f} points (target: lose less than 10).",
+        *_readme_other_workloads(data),
         BLOCK_END,
     ]
     return "\n".join(lines)
+
+
+def _readme_other_workloads(data: dict[str, Any]) -> list[str]:
+    out = []
+    for name, sub in workloads(data).items():
+        if not complete(sub, at_least=5):
+            raise ValueError(f"the README block needs every policy of workload {name!r}")
+        t = targets(sub)
+        assert t is not None
+        ezat, ceiling = find(sub, "base", "ezat"), sub.get("ceiling")
+        title = OWN_TITLE if name == OWN else f"`{name}`"
+        others = "; ".join(
+            f"{label(r)}: {pct(r['hit_rate'])}, {usd(r['cost_per_1000_conversations_nano'])}"
+            for r in _runs(sub, "base")
+            if r["name"] != "ezat"
+        )
+        out += [
+            "",
+            f"Same run, second workload ({title}: nothing is shared between conversations, "
+            f"the rest drawn the same way): **EZAT routing: {pct(ezat['hit_rate'])} hit rate, "
+            f"{usd(ezat['cost_per_1000_conversations_nano'])} per 1,000 conversations; "
+            f"{others}.** EZAT's hit rate is {t['hit_rate_ratio_vs_round_robin']:.2f}× "
+            f"round-robin's: the 3× target is {'met' if t['ratio_met'] else 'not met'}"
+            + (f" (ceiling {pct(ceiling['hit_rate'])})" if ceiling else "")
+            + f"; round-robin misses {t['miss_ratio_round_robin_vs_ezat']:.2f}× as many "
+            f"cacheable tokens and costs {t['cost_ratio_round_robin_vs_ezat']:.2f}× as much; "
+            f"under churn EZAT's hit rate changes by {-t['churn_loss_points']:+.2f} points.",
+        ]
+    return out
 
 
 _BLOCK = MarkedBlock(BLOCK_START, BLOCK_END, "cache-bench")

@@ -5,6 +5,9 @@ Shape (full profile; the quick one is a scaled-down copy for the CI smoke):
 - Each belongs to one of 40 *apps*: a system prompt plus tools of 2k-40k tokens (log-uniform),
   shared by every conversation of that app, as a product's prompt is shared by its users. App
   popularity is Zipf (s = 1): a few apps carry many conversations, most carry a few.
+  With `prompts="own"` every conversation is an app of its own instead (its own system prompt
+  and tools, drawn the same way): nothing is shared between conversations, so only a
+  conversation's own earlier turns can be read from a cache.
 - An app speaks one API, as a product uses one SDK: half `/v1/messages` with explicit
   `cache_control` (a breakpoint on the system prompt, 1-hour TTL for half of those apps and
   5 minutes for the rest, and one on the newest user message), half
@@ -41,6 +44,7 @@ MODEL = "anthropic/claude-sonnet-5-5"
 CHARS_PER_TOKEN = 4
 MAX_TOKENS = 64  # the simulator's answers are short; the history carries the long ones
 MARKER = re.compile(r"^\[conv (\d+) turn (\d+)\]")
+PROMPTS = ("shared", "own")  # Profile.prompts
 
 _VOCABULARY = (
     "account adapter agent answer balance batch budget cache client cluster config context "
@@ -62,12 +66,18 @@ class Profile:
     min_prefix_tokens: int
     max_prefix_tokens: int
     arrival_window_s: float
+    # "shared": the conversations draw their app (system prompt + tools) from `apps`, Zipf.
+    # "own": every conversation has a system prompt + tools of its own (`apps` unused), so no
+    # prefix is shared between conversations and a hit needs the conversation's own history.
+    prompts: str = "shared"
 
     @classmethod
-    def named(cls, quick: bool) -> Profile:
+    def named(cls, quick: bool, prompts: str = "shared") -> Profile:
+        if prompts not in PROMPTS:
+            raise ValueError(f"prompts must be one of {PROMPTS}, not {prompts!r}")
         if quick:
-            return cls(24, 6, 2, 8, 2_000, 6_000, 1_800.0)
-        return cls(200, 40, 2, 30, 2_000, 40_000, 5_400.0)
+            return cls(24, 6, 2, 8, 2_000, 6_000, 1_800.0, prompts)
+        return cls(200, 40, 2, 30, 2_000, 40_000, 5_400.0, prompts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,11 +239,19 @@ def _zipf_weights(n: int, s: float = 1.0) -> list[float]:
 def generate(seed: int, profile: Profile) -> Workload:
     rng = random.Random(seed)
     corpus = _Corpus(rng)
-    apps = tuple(_app(rng, corpus, i, profile) for i in range(profile.apps))
+    own = profile.prompts == "own"
+    apps: tuple[App, ...] = ()
+    if not own:
+        apps = tuple(_app(rng, corpus, i, profile) for i in range(profile.apps))
     weights = _zipf_weights(profile.apps)
     conversations = []
+    own_apps = []
     for cid in range(profile.conversations):
-        app = rng.choices(apps, weights=weights)[0]
+        if own:
+            app = _app(rng, corpus, cid, profile)
+            own_apps.append(app)
+        else:
+            app = rng.choices(apps, weights=weights)[0]
         stream = rng.random() < 0.5
         n_turns = rng.randint(profile.min_turns, profile.max_turns)
         start = rng.uniform(0.0, profile.arrival_window_s)
@@ -247,7 +265,7 @@ def generate(seed: int, profile: Profile) -> Workload:
             turns.append(Turn(round(start, 3), duration, user, assistant))
             start = start + duration + _gap(rng)
         conversations.append(Conversation(cid, app, stream, tuple(turns)))
-    return Workload(seed, profile, apps, tuple(conversations))
+    return Workload(seed, profile, apps or tuple(own_apps), tuple(conversations))
 
 
 def parse_marker(text: str) -> tuple[int, int] | None:

@@ -75,6 +75,45 @@ def test_the_workload_has_the_promised_shape(full: Any) -> None:
     assert per_app[0] >= 20 and per_app[-1] <= 3
 
 
+def test_own_prompts_workload_shares_nothing_between_conversations(full: Any) -> None:
+    """`--prompts own`: the same shape, but every conversation a system prompt + tools of its
+    own, so no request can read another conversation's writes."""
+    own = generate(2026, Profile.named(quick=False, prompts="own"))
+    assert own.fingerprint() == generate(2026, Profile.named(False, "own")).fingerprint()
+    assert own.fingerprint() != full.fingerprint()
+    convs = own.conversations
+    assert len(convs) == 200 and len(own.apps) == 200
+    assert len({c.app.system for c in convs}) == 200
+    tool_texts = [t["description"] for c in convs for t in c.app.tools]
+    assert len(set(tool_texts)) == len(tool_texts)
+    first_blocks = {c.turns[0].user[:40] for c in convs}
+    assert len(first_blocks) == 200
+    prefixes = [_prefix_tokens(c.app) for c in convs]
+    assert all(1_900 <= p <= 42_000 for p in prefixes)
+    assert min(prefixes) < 4_000 and max(prefixes) > 25_000
+    turns = [len(c.turns) for c in convs]
+    assert min(turns) >= 2 and max(turns) <= 30
+    assert {c.app.api for c in convs} == {"messages", "chat"}
+    assert {c.app.system_ttl for c in convs if c.app.api == "messages"} == {"5m", "1h"}
+    assert {c.app.sends_cache_key for c in convs if c.app.api == "chat"} == {True, False}
+    gaps = [b.start - a.end for c in convs for a, b in pairwise(c.turns)]
+    assert 0.05 < sum(1 for g in gaps if g > 300) / len(gaps) < 0.2
+    with pytest.raises(ValueError):
+        Profile.named(quick=False, prompts="some")
+
+
+def test_both_workloads_run_every_policy_the_fallback_ab_only_shared() -> None:
+    specs = cache_bench.run_specs(None, ("shared", "own"))
+    shared = [s for s in specs if s.prompts == "shared"]
+    own = [s for s in specs if s.prompts == "own"]
+    assert len(shared) == 12 and len(own) == 10
+    assert {s.name for s in own} == {"ezat", "modulo", "round_robin", "random", "least_busy"}
+    assert len({s.org for s in specs}) == len(specs)
+    args = cache_bench.parse_args(["--out", "/nonexistent"])
+    assert args.prompts == ["shared", "own"]
+    assert cache_bench.parse_args(["--quick", "--out", "/x"]).prompts == ["shared"]
+
+
 def test_request_bodies_carry_the_apps_breakpoints(full: Any) -> None:
     reqs = full.requests()
     assert [r.start for r in reqs] == sorted(r.start for r in reqs)
@@ -204,6 +243,39 @@ def test_readme_block_is_generated_from_the_committed_results() -> None:
     ezat = cache_report.find(data, "base", "ezat")
     assert f"EZAT routing: {cache_report.pct(ezat['hit_rate'])} hit rate" in readme
     assert all(r["errors"] == 0 and r["bill_matches"] for r in data["runs"])
+    for name, sub in cache_report.workloads(data).items():
+        assert cache_report.complete(sub, at_least=5), name
+        assert all(r["errors"] == 0 and r["bill_matches"] for r in sub["runs"]), name
+
+
+def test_a_second_workload_is_rendered_beside_the_first() -> None:
+    """cache.json with `workloads.own` (the same shape): cache.md gets its section and
+    targets, the README block its line, from the same file."""
+    source = cache_report.readme_source()
+    assert source is not None
+    data = orjson.loads((REPO / source / "cache.json").read_bytes())
+    own = {**data, "fallback_ab": [], "ceiling": {"hit_rate": 0.8}}
+    own["runs"] = [
+        {**r, "hit_rate": r["hit_rate"] * 0.9 if r["name"] == "ezat" else r["hit_rate"] / 4}
+        for r in data["runs"]
+        if r["name"] != "rendezvous-fallback-off"
+    ]
+    data = {**data, "workloads": {"own": own}}
+    markdown = cache_report.render(data)
+    section = markdown[markdown.index("# Second workload: every conversation") :]
+    ezat = cache_report.find(own, "base", "ezat")["hit_rate"]
+    rr = cache_report.find(own, "base", "round_robin")["hit_rate"]
+    assert f"{ezat / rr:.2f}× — **met**" in section
+    assert "Ceiling (every request in one cache): 80.0 %" in section
+    assert "### Checks, workload `own`" in section
+    block = cache_report.readme_block(data, source)
+    line = block.splitlines()[-2]
+    assert line.startswith("Same run, second workload (every conversation with a system prompt")
+    assert f"**EZAT routing: {cache_report.pct(ezat)} hit rate" in line
+    assert "the 3× target is met" in line
+    own["runs"] = [r for r in own["runs"] if r["name"] != "random"]
+    with pytest.raises(ValueError, match="own"):
+        cache_report.readme_block(data, source)
 
 
 def _quick(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
@@ -244,3 +316,26 @@ def test_same_seed_same_numbers_through_the_gateway(tmp_path: Path) -> None:
     assert ezat["hit_rate"] > cache_report.find(one, "base", "random")["hit_rate"]
     markdown = (tmp_path / "one" / "cache.md").read_text()
     assert "## Churn" in markdown and "## Targets" not in markdown  # no round-robin run
+
+
+def test_cache_sources_split_reads_by_where_the_conversation_went_before() -> None:
+    """bench.cache_sources: one conversation, turns at 0, 60, 120, 600 and 700 s on
+    deployments 0, 0, 1 (never used), 0 (last used 540 s before) and 2 (never used)."""
+    from bench.cache_sources import KINDS, sources
+    from bench.cache_workload import Conversation, Turn
+
+    turns = tuple(Turn(s, 1.0, "", "") for s in (0, 60, 120, 600, 700))
+    conv = Conversation(0, None, False, turns)  # type: ignore[arg-type]
+    rows = [
+        [0, 0, 0.0, 0, 0, 0, 100, 0],
+        [0, 1, 60.0, 0, 0, 100, 20, 0],
+        [0, 2, 120.0, 1, 0, 0, 120, 0],
+        [0, 3, 600.0, 0, 0, 100, 60, 0],
+        [0, 4, 700.0, 2, 0, 0, 200, 0],
+    ]
+    found = sources(rows, {0: conv})
+    assert [found[k][0] for k in KINDS] == [1, 1, 0, 1, 2]
+    assert found[KINDS[1]][1] == pytest.approx(100 * 100 / 700)
+    assert found[KINDS[3]][1] == pytest.approx(100 * 100 / 700)  # the 1h entry on deployment 0
+    rows[3][3] = 1  # turn 3 on deployment 1, where turn 2 went: the previous turn's
+    assert sources(rows, {0: conv})[KINDS[1]][0] == 2
