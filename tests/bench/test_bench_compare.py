@@ -129,3 +129,26 @@ def test_readme_block_is_generated_from_the_committed_results() -> None:
     data = orjson.loads((REPO / source / "results.json").read_bytes())
     assert perf_readme.readme_block(data, source) in (REPO / "README.md").read_text()
     assert (REPO / source / "report.md").exists()
+
+
+def test_workers_report_counts_scaling_in_cpu_seconds_and_shows_each_process_share() -> None:
+    rows = [YARD]
+    for workers, conc, rps, cpu, shares in (
+        (1, 4, 300.0, 1.2, [1.0]),
+        (2, 4, 250.0, 1.5, [0.97, 0.03]),  # one worker took every connection
+        (1, 16, 400.0, 1.0, [1.0]),
+        (2, 16, 380.0, 1.25, [0.5, 0.5]),
+        (1, 64, 400.0, 1.0, [1.0]),
+        (2, 64, 390.0, 1.25, [0.52, 0.48]),
+    ):
+        rows.append({
+            "section": "scale", "target": f"uvicorn-{workers}w", "server": "uvicorn",
+            "workers": workers, "conc": conc, "rps": rps, "p99_ms": 50.0, "cpu_ms_per_req": cpu,
+            "harness_cpu_ms_per_req": 0.1, "upstream_cpu_ms_per_req": 0.05,
+            "services_cpu_ms_per_req": 0.3, "process_shares": shares,
+        })  # fmt: skip
+    md = compare.render(META, rows)
+    assert "| 97% / 3% |" in md and "| 50% / 50% |" in md
+    # C ≥ 16 only: 1.0 ms against 1.25 ms, so a core per worker gives 2 × 1.0 ÷ 1.25.
+    assert "1 worker 1.000 ms of gateway CPU per request, 2 workers 1.250 ms" in md
+    assert "**1.60×** one worker" in md
