@@ -152,3 +152,31 @@ def test_workers_report_counts_scaling_in_cpu_seconds_and_shows_each_process_sha
     # C ≥ 16 only: 1.0 ms against 1.25 ms, so a core per worker gives 2 × 1.0 ÷ 1.25.
     assert "1 worker 1.000 ms of gateway CPU per request, 2 workers 1.250 ms" in md
     assert "**1.60×** one worker" in md
+
+
+def test_report_names_the_largest_held_open_level_within_the_bound() -> None:
+    plan = SimpleNamespace(requests=10, seconds=1.0, sustained_seconds=6.0, open_streams=1000)
+
+    def sustained(target: str, api: str, level: int, p99: float, errors: int = 0) -> dict:
+        return {
+            "section": "open", "shape": "sustained", "target": target, "api": api,
+            "streams": level, "delay_ms": 300.0, "requests": level, "errors": errors,
+            "ttft_p50_ms": p99, "ttft_p99_ms": p99, "arrivals_per_s": level / 6,
+            "client_max_open": level, "peak_rss_kb": 1, "kb_per_stream": 1.0,
+            "cpu_ms_per_stream": 3.0, "upstream_max_open": level, "other_cpus": 0.0,
+        }  # fmt: skip
+
+    rows = [YARD]
+    for level, up, gw in ((250, 300.0, 330.0), (500, 300.0, 440.0), (1000, 320.0, 900.0)):
+        rows += [
+            sustained("upstream", "direct", level, up),
+            sustained("gateway", "openai", level, gw),
+        ]
+    # Within 1.5x at 250 and 500 (1.47x); 1,000 is 2.8x. A level with errors never counts.
+    rows.append(sustained("gateway", "messages", 250, 310.0, errors=3))
+    md = report.render(META, plan, rows, [])
+    assert (
+        "- openai: largest held-open level within 1.5× the bare upstream's TTFT p99: **500**" in md
+    )
+    assert "250: 1.10×, 500: 1.47×, 1,000: 2.81×" in md
+    assert "- messages:" not in md
