@@ -8,8 +8,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import orjson
+import pytest
 
 from bench import compare, peers, perf_readme, report
+from bench.run_options import parse_args
 
 REPO = Path(__file__).resolve().parents[2]
 YARD = {
@@ -180,3 +182,11 @@ def test_report_names_the_largest_held_open_level_within_the_bound() -> None:
     )
     assert "250: 1.10×, 500: 1.47×, 1,000: 2.81×" in md
     assert "- messages:" not in md
+
+
+def test_open_levels_option_is_parsed_and_checked() -> None:
+    assert parse_args(["--open-levels", "250,500,1000"]).open_levels == [250, 500, 1000]
+    assert parse_args([]).open_levels is None  # the plan's one level
+    for bad in ("a,b", "0", ","):
+        with pytest.raises(SystemExit):
+            parse_args(["--open-levels", bad])
