@@ -196,7 +196,7 @@ def _held_open(ups: dict[tuple[str, int], Row], rows: list[Row]) -> list[str]:
             f"- {api}: largest held-open level within {HELD_OPEN_BOUND}× the bare upstream's "
             f"TTFT p99: {best} (gateway ÷ upstream p99 by level: {levels})"
         )
-    return ["", *out] if out else []
+    return [*out, ""] if out else []
 
 
 def yardstick_line(y: Row) -> str:
