@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench import loadgen
 from bench import peers as peer_mod
-from bench.procs import BenchError
+from bench.procs import BenchError, cpu_seconds, process_tree
 from bench.yardstick import event_base, times
 
 if TYPE_CHECKING:
@@ -135,13 +135,30 @@ async def scale(runner: Runner) -> None:
         await _smoke(runner, f"{server} {workers} worker(s)", target)
     for conc in SCALE_CONC_QUICK if quick else SCALE_CONC:
         for (server, workers), (target, pid) in gateways.items():
+            procs = process_tree(pid)
+            before = {p: cpu_seconds(p) for p in procs}
             row = await runner.cell(target, pid, stream=False, conc=conc, prompt=1000)
             row.update(
                 section="scale", target=f"{server}-{workers}w", server=server, workers=workers,
-                conc=conc,
+                conc=conc, process_shares=_shares(before),
             )  # fmt: skip
             runner.rows.append(row)
             runner.log(f"scale {server} {workers} worker(s) C={conc}: {_short(row)}")
+
+
+def _shares(before: dict[int, float]) -> list[float]:
+    """Each process's share of the server's CPU over the cell (master and workers), largest
+    first: workers sharing one listening socket may not share the connections evenly."""
+    used = []
+    for pid, then in before.items():
+        # cpu_seconds counts a process with its descendants: a worker's own is what it adds.
+        own = cpu_seconds(pid) - then
+        used.append(max(0.0, own))
+    kids = sum(used[1:])
+    if len(used) > 1:
+        used[0] = max(0.0, used[0] - kids)  # the master's own CPU, without its workers'
+    total = sum(used) or 1.0
+    return sorted((round(u / total, 2) for u in used), reverse=True)
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -282,9 +299,9 @@ def render_scale(rows: list[Row]) -> list[str]:
         "machine they share the cores with the second worker.",
         "",
         "| C | 1 worker req/s | p99 ms | CPU ms/req | 2 workers req/s | p99 ms | CPU ms/req | "
-        "2 ÷ 1 | harness + upstream ms/req (2w) | db+redis ms/req (2w) | granian 2w req/s | "
-        "p99 ms | CPU ms/req |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "2 ÷ 1 | CPU shares (2w) | harness + upstream ms/req (2w) | db+redis ms/req (2w) | "
+        "granian 2w req/s | p99 ms | CPU ms/req |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for conc in sorted(one):
         a, b = one[conc], two.get(conc)
@@ -294,7 +311,8 @@ def render_scale(rows: list[Row]) -> list[str]:
         out.append(
             f"| {conc} | {a['rps']:,.0f} | {_f(a['p99_ms'], 2)} | {a['cpu_ms_per_req']} | "
             f"{b['rps']:,.0f} | {_f(b['p99_ms'], 2)} | {b['cpu_ms_per_req']} | "
-            f"{b['rps'] / a['rps']:.2f}× | {side:.3f} | {b['services_cpu_ms_per_req']} | "
+            f"{b['rps'] / a['rps']:.2f}× | {_split(b)} | {side:.3f} | "
+            f"{b['services_cpu_ms_per_req']} | "
             + (
                 f"{g['rps']:,.0f} | {_f(g['p99_ms'], 2)} | {g['cpu_ms_per_req']} |"
                 if (g := gran.get(conc))
@@ -311,6 +329,7 @@ def render_scale(rows: list[Row]) -> list[str]:
         )
     else:
         out.append(f"No 2-worker cell stayed within one worker's p99 bound ({bound} ms).")
+    out += _cpu_scaling(one, two)
     if gran:
         cpu_u = _median(list(two.values()), "cpu_ms_per_req")
         cpu_g = _median(list(gran.values()), "cpu_ms_per_req")
@@ -319,6 +338,36 @@ def render_scale(rows: list[Row]) -> list[str]:
             f"granian {cpu_g} ms (granian ÷ uvicorn {_ratio(cpu_g, cpu_u)})."
         )
     return [*out, ""]
+
+
+def _split(row: Row) -> str:
+    """The processes' shares of the server's CPU (master first when it works at all)."""
+    shares = row.get("process_shares") or []
+    return " / ".join(f"{s:.0%}" for s in shares if s >= 0.01) or "–"
+
+
+def _cpu_scaling(one: dict[int, Row], two: dict[int, Row]) -> list[str]:
+    """Scaling counted in CPU-seconds: what 2 workers would serve with 2 cores of their own.
+
+    Wall throughput on a 2-core machine cannot show it: the load generator, the fake upstream,
+    PostgreSQL and Redis run on the same 2 cores (and, on a shared machine, other people's
+    work). What a second worker costs is its CPU per request; with both workers busy and a core
+    each, 2 workers serve 2 × (1-worker CPU/request) ÷ (2-worker CPU/request) times one.
+    """
+    saturated = [c for c in sorted(one) if c >= 16 and c in two]
+    if not saturated:
+        return []
+    cpu1 = statistics.median(one[c]["cpu_ms_per_req"] for c in saturated)
+    cpu2 = statistics.median(two[c]["cpu_ms_per_req"] for c in saturated)
+    if not cpu1 or not cpu2:
+        return []
+    return [
+        "",
+        f"Counted in CPU-seconds (C ≥ 16, median): 1 worker {cpu1:.3f} ms of gateway CPU per "
+        f"request, 2 workers {cpu2:.3f} ms; with a core per worker, 2 workers serve "
+        f"**{2 * cpu1 / cpu2:.2f}×** one worker. The wall ratio above is what this machine "
+        "allows: its 2 cores also run the load generator, the upstream, PostgreSQL and Redis.",
+    ]
 
 
 def render(meta: dict[str, Any], rows: list[Row]) -> str:

@@ -131,7 +131,7 @@ def _event_columns(yard: Row) -> list[Column]:
 def _open_columns(ups: dict[str, Row], yard: Row | None = None) -> list[Column]:
     def added(field: str) -> Callable[[Row], str]:
         def cell(r: Row) -> str:
-            up = ups.get(r.get("shape", "burst"))
+            up = ups.get(_open_key(r))
             return diff(r[field], up[field]) if up else "–"
 
         return cell
@@ -164,6 +164,39 @@ def _open_columns(ups: dict[str, Row], yard: Row | None = None) -> list[Column]:
         ("max open at upstream", lambda r: fmt(r["upstream_max_open"])),
         ("other load (CPUs)", other),
     ]
+
+
+def _open_key(r: Row) -> tuple[str, int]:
+    """Open-stream rows pair with the upstream's of the same shape and level."""
+    return r.get("shape", "burst"), r["streams"]
+
+
+HELD_OPEN_BOUND = 1.5  # issue 22: TTFT p99 at most 1.5x the bare upstream's, same run
+
+
+def _held_open(ups: dict[tuple[str, int], Row], rows: list[Row]) -> list[str]:
+    """Per API, the largest held-open level whose TTFT p99 stays within the bound."""
+    out = []
+    for api in sorted({r["api"] for r in rows if r["target"] == "gateway"}):
+        seen = []
+        for r in sorted(
+            (r for r in rows if r["api"] == api and r.get("shape") == "sustained"),
+            key=lambda r: r["streams"],
+        ):
+            up = ups.get(_open_key(r))
+            ratio = _ratio_value(r["ttft_p99_ms"], up["ttft_p99_ms"] if up else None)
+            if ratio is not None and r["errors"] == 0:
+                seen.append((r["streams"], ratio))
+        if not seen:
+            continue
+        within = [level for level, ratio in seen if ratio <= HELD_OPEN_BOUND]
+        best = f"**{max(within):,}**" if within else "none of the levels measured"
+        levels = ", ".join(f"{level:,}: {ratio:.2f}×" for level, ratio in seen)
+        out.append(
+            f"- {api}: largest held-open level within {HELD_OPEN_BOUND}× the bare upstream's "
+            f"TTFT p99: {best} (gateway ÷ upstream p99 by level: {levels})"
+        )
+    return [*out, ""] if out else []
 
 
 def yardstick_line(y: Row) -> str:
@@ -276,7 +309,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             *table(_event_columns(yard), by["events"]),
         ]
     if by["open"]:
-        ups = {r.get("shape", "burst"): r for r in by["open"] if r["target"] == "upstream"}
+        ups = {_open_key(r): r for r in by["open"] if r["target"] == "upstream"}
         out += [
             "### Open streams",
             "",
@@ -287,6 +320,7 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             "all of them.",
             "",
             *table(_open_columns(ups, yard), by["open"]),
+            *_held_open(ups, by["open"]),
         ]
     out += _memory(rows)
     out += _errors(rows, notes)

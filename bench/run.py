@@ -327,8 +327,11 @@ class Runner:
         self.rows.append(row)
         self.log(report.one_line(row))
 
+    def open_levels(self) -> list[int]:
+        return self.args.open_levels or [self.plan.open_streams]
+
     async def sustained_streams(
-        self, target_name: str, api: str, target: loadgen.Target, pid: int
+        self, target_name: str, api: str, target: loadgen.Target, pid: int, level: int
     ) -> None:
         """1,000 streams held open (each paced to last `sustained_seconds`, 300 ms to its first
         event), new ones arriving at a steady rate: TTFT of the streams that start at that level.
@@ -347,7 +350,7 @@ class Runner:
             async with PeakRss(pid) as peak:
                 res = await loadgen.run_sustained_streams(
                     target,
-                    level=plan.open_streams,
+                    level=level,
                     stream_seconds=plan.sustained_seconds,
                     duration=plan.sustained_duration,
                     max_tokens=tokens,
@@ -363,7 +366,7 @@ class Runner:
             shape="sustained",
             target=target_name,
             api=api,
-            streams=plan.open_streams,
+            streams=level,
             delay_ms=plan.open_delay * 1000,
             arrivals_per_s=res.arrivals_per_s,
             client_max_open=res.max_open,
@@ -436,7 +439,8 @@ class Runner:
                     await self.event_cost("upstream", "direct", target, pid, paced=paced)
             if "open" in phases:
                 await self.open_streams("upstream", "direct", target, pid)
-                await self.sustained_streams("upstream", "direct", target, pid)
+                for level in self.open_levels():
+                    await self.sustained_streams("upstream", "direct", target, pid, level)
         finally:
             pin(pid, self.side_cpu)
 
@@ -484,7 +488,8 @@ class Runner:
             await self.memory("openai", targets["openai"], pid, stream=True)
         for api in working if "open" in phases else []:
             await self.open_streams("gateway", api, targets[api], pid)
-            await self.sustained_streams("gateway", api, targets[api], pid)
+            for level in self.open_levels():
+                await self.sustained_streams("gateway", api, targets[api], pid, level)
         self.rows.append({"section": "rss", "target": "gateway", "when": "end", **memory_kb(pid)})
         gateway = next(p for p in self.procs.children if p.pid == pid)
         if gateway.poll() is not None:

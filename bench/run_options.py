@@ -48,6 +48,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
     )
     parser.add_argument(
+        "--open-levels",
+        default=None,
+        metavar="N,N",
+        help="held-open levels of the sustained open-streams shape (default: 1,000; quick 50); "
+        "the report names the largest whose TTFT p99 stays within 1.5x the bare upstream's",
+    )
+    parser.add_argument(
         "--peers",
         default="",
         help="comma list of litellm, portkey: installed into bench/.peers/ on first use, measured "
@@ -92,6 +99,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     if bad := args.phases - {"matrix", "events", "memory", "open", "cache", "scale"}:
         parser.error(f"unknown phases: {', '.join(sorted(bad))}")
+    if args.open_levels is not None:
+        try:
+            args.open_levels = [int(n) for n in args.open_levels.split(",") if n.strip()]
+        except ValueError:
+            parser.error("--open-levels takes whole numbers, e.g. 250,500,1000")
+        if not args.open_levels or min(args.open_levels) < 1:
+            parser.error("--open-levels takes positive numbers")
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     if bad := set(args.peers) - {"litellm", "portkey"}:
         parser.error(f"unknown peers: {', '.join(sorted(bad))}")

@@ -8,8 +8,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import orjson
+import pytest
 
 from bench import compare, peers, perf_readme, report
+from bench.run_options import parse_args
 
 REPO = Path(__file__).resolve().parents[2]
 YARD = {
@@ -129,3 +131,62 @@ def test_readme_block_is_generated_from_the_committed_results() -> None:
     data = orjson.loads((REPO / source / "results.json").read_bytes())
     assert perf_readme.readme_block(data, source) in (REPO / "README.md").read_text()
     assert (REPO / source / "report.md").exists()
+
+
+def test_workers_report_counts_scaling_in_cpu_seconds_and_shows_each_process_share() -> None:
+    rows = [YARD]
+    for workers, conc, rps, cpu, shares in (
+        (1, 4, 300.0, 1.2, [1.0]),
+        (2, 4, 250.0, 1.5, [0.97, 0.03]),  # one worker took every connection
+        (1, 16, 400.0, 1.0, [1.0]),
+        (2, 16, 380.0, 1.25, [0.5, 0.5]),
+        (1, 64, 400.0, 1.0, [1.0]),
+        (2, 64, 390.0, 1.25, [0.52, 0.48]),
+    ):
+        rows.append({
+            "section": "scale", "target": f"uvicorn-{workers}w", "server": "uvicorn",
+            "workers": workers, "conc": conc, "rps": rps, "p99_ms": 50.0, "cpu_ms_per_req": cpu,
+            "harness_cpu_ms_per_req": 0.1, "upstream_cpu_ms_per_req": 0.05,
+            "services_cpu_ms_per_req": 0.3, "process_shares": shares,
+        })  # fmt: skip
+    md = compare.render(META, rows)
+    assert "| 97% / 3% |" in md and "| 50% / 50% |" in md
+    # C ≥ 16 only: 1.0 ms against 1.25 ms, so a core per worker gives 2 × 1.0 ÷ 1.25.
+    assert "1 worker 1.000 ms of gateway CPU per request, 2 workers 1.250 ms" in md
+    assert "**1.60×** one worker" in md
+
+
+def test_report_names_the_largest_held_open_level_within_the_bound() -> None:
+    plan = SimpleNamespace(requests=10, seconds=1.0, sustained_seconds=6.0, open_streams=1000)
+
+    def sustained(target: str, api: str, level: int, p99: float, errors: int = 0) -> dict:
+        return {
+            "section": "open", "shape": "sustained", "target": target, "api": api,
+            "streams": level, "delay_ms": 300.0, "requests": level, "errors": errors,
+            "ttft_p50_ms": p99, "ttft_p99_ms": p99, "arrivals_per_s": level / 6,
+            "client_max_open": level, "peak_rss_kb": 1, "kb_per_stream": 1.0,
+            "cpu_ms_per_stream": 3.0, "upstream_max_open": level, "other_cpus": 0.0,
+        }  # fmt: skip
+
+    rows = [YARD]
+    for level, up, gw in ((250, 300.0, 330.0), (500, 300.0, 440.0), (1000, 320.0, 900.0)):
+        rows += [
+            sustained("upstream", "direct", level, up),
+            sustained("gateway", "openai", level, gw),
+        ]
+    # Within 1.5x at 250 and 500 (1.47x); 1,000 is 2.8x. A level with errors never counts.
+    rows.append(sustained("gateway", "messages", 250, 310.0, errors=3))
+    md = report.render(META, plan, rows, [])
+    assert (
+        "- openai: largest held-open level within 1.5× the bare upstream's TTFT p99: **500**" in md
+    )
+    assert "250: 1.10×, 500: 1.47×, 1,000: 2.81×" in md
+    assert "- messages:" not in md
+
+
+def test_open_levels_option_is_parsed_and_checked() -> None:
+    assert parse_args(["--open-levels", "250,500,1000"]).open_levels == [250, 500, 1000]
+    assert parse_args([]).open_levels is None  # the plan's one level
+    for bad in ("a,b", "0", ","):
+        with pytest.raises(SystemExit):
+            parse_args(["--open-levels", bad])

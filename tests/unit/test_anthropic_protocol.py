@@ -182,3 +182,27 @@ def test_error_event_shape() -> None:
 def test_ping_event_is_an_event_the_sdk_skips() -> None:
     (event,) = sse.SSEParser().feed(sse.PING_EVENT)
     assert event.name == "ping" and orjson.loads(event.data) == {"type": "ping"}
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b'event: content_block_delta\ndata: {"type":"content_block_delta"}',
+        b'event: message_stop\ndata: {"type":"message_stop"}',
+        b"event: x\nid: 7\ndata: {}",  # another field between: the general path
+        b"event: x\ndata: {}\ndata: []",  # multi-line data
+        b"event: x\ndata: ",  # empty data
+        b"event: \ndata: {}",  # empty name
+        b"event: x\ndata:{}",  # no space after the colon
+        b": comment\nevent: x\ndata: {}",
+        b"data: {}\nevent: x",
+        b"event: x",
+    ],
+)
+def test_fast_path_parses_as_the_line_loop(block: bytes) -> None:
+    """The shape providers send is split without the line loop; every block parses the same."""
+    expected = sse._parse_block(block)
+    got = sse.SSEParser().feed(block + b"\n\n")
+    assert [(e.name, e.data, e.raw) for e in got] == (
+        [(expected.name, expected.data, expected.raw)] if expected else []
+    )

@@ -37,18 +37,26 @@ class SSEParser:
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buffer = self._buffer + chunk if self._buffer else chunk
+        # One split per read instead of a find loop: a paced provider sends one event per read,
+        # and this is the hot path of every streamed token (bench/README.md, open streams).
+        blocks = buffer.split(b"\n\n")
+        self._buffer = blocks.pop()  # the unterminated rest (b"" when the read ended an event)
         events: list[SSEEvent] = []
-        start = 0
-        while True:
-            end = buffer.find(b"\n\n", start)
-            if end < 0:
-                break
-            block = buffer[start:end]
-            start = end + 2
+        for block in blocks:
+            # The provider's shape, `event: NAME\ndata: JSON`, without the general line loop.
+            if block[:7] == b"event: ":
+                cut = block.find(b"\n", 7)
+                if (
+                    cut > 0
+                    and block[cut : cut + 7] == b"\ndata: "
+                    and block.find(b"\n", cut + 7) < 0
+                ):
+                    name = block[7:cut].decode()
+                    events.append(SSEEvent(name, block[cut + 7 :], block + b"\n\n"))
+                    continue
             event = _parse_block(block)
             if event is not None:
                 events.append(event)
-        self._buffer = buffer[start:]
         return events
 
     @property
