@@ -59,6 +59,9 @@ class Server:
     hits: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     streamed: list[int] = field(default_factory=list)
+    # Requests of /slow/* being answered now, and the most there ever were at once.
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
@@ -119,7 +122,12 @@ def build_app(state: Server) -> web.Application:
 
     @routes.get("/slow/{delay}")
     async def slow(request: web.Request) -> web.Response:
-        await asyncio.sleep(float(request.match_info["delay"]))
+        state.in_flight += 1
+        state.most_in_flight = max(state.most_in_flight, state.in_flight)
+        try:
+            await asyncio.sleep(float(request.match_info["delay"]))
+        finally:
+            state.in_flight -= 1
         return web.Response(body=PNG)
 
     @routes.get("/drip")
@@ -128,7 +136,7 @@ def build_app(state: Server) -> web.Application:
         response = web.StreamResponse()
         await response.prepare(request)
         await response.write(PNG)
-        for _ in range(200):
+        for _ in range(600):  # 30 s in all
             await asyncio.sleep(0.05)
             await response.write(b"\x00")
         return response

@@ -41,7 +41,9 @@ from .image_server import (
     self_signed_cert,
 )
 
-FAST = 1.0  # seconds; refusals "without connecting" must beat this comfortably
+# The test server's slow answers take 30 s (or never end); a refusal or a deadline must come
+# far sooner. The margin is for a loaded machine: a wait on the server would blow it.
+PROMPT = 10.0
 
 
 @pytest.fixture
@@ -185,7 +187,7 @@ async def test_declared_oversize_is_refused_before_reading(server: Server) -> No
     error = await _with(_policy(), [("a", server.url("/declared-huge"))])
     assert isinstance(error, ImageFetchError)
     assert error.message == "the image is larger than 10 MB"
-    assert time.monotonic() - started < FAST
+    assert time.monotonic() - started < PROMPT  # the server holds the body back for 30 s
 
 
 async def test_reader_never_buffers_past_the_limit() -> None:
@@ -249,10 +251,10 @@ async def test_too_many_urls(fetcher: ImageFetcher, server: Server) -> None:
 
 async def test_slow_response_times_out(server: Server) -> None:
     started = time.monotonic()
-    error = await _with(_policy(timeout_s=0.3), [("a", server.url("/slow/5"))])
+    error = await _with(_policy(timeout_s=0.3), [("a", server.url("/slow/30"))])
     assert isinstance(error, ImageFetchError)
     assert error.message == "could not download the image (timed out after 0.3 s)"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < PROMPT
 
 
 async def test_deadline_covers_the_whole_download_not_each_read(server: Server) -> None:
@@ -260,23 +262,22 @@ async def test_deadline_covers_the_whole_download_not_each_read(server: Server) 
     error = await _with(_policy(timeout_s=0.5), [("a", server.url("/drip"))])
     assert isinstance(error, ImageFetchError)
     assert error.message == "could not download the image (timed out after 0.5 s)"
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < PROMPT  # the drip lasts 30 s
 
 
 async def test_downloads_run_in_parallel(fetcher: ImageFetcher, server: Server) -> None:
-    refs = [(f"p{i}", server.url("/slow/0.5")) for i in range(6)]
-    started = time.monotonic()
+    refs = [(f"p{i}", server.url("/slow/1")) for i in range(6)]
     images = await fetcher.fetch_all(refs)
     assert len(images) == 6
-    assert time.monotonic() - started < 1.4  # sequential would take 3 s
+    assert server.most_in_flight == 6  # all six were being answered at once
 
 
 async def test_first_failure_cancels_the_rest(fetcher: ImageFetcher, server: Server) -> None:
-    refs = [("slow", server.url("/slow/3")), ("broken", server.url("/status/404"))]
+    refs = [("slow", server.url("/slow/30")), ("broken", server.url("/status/404"))]
     started = time.monotonic()
     error = await _fetch_error(fetcher, refs)
     assert error.param == "broken"
-    assert time.monotonic() - started < FAST
+    assert time.monotonic() - started < PROMPT  # the slow one was not waited for
 
 
 async def test_static_errors_come_before_any_download(
@@ -322,12 +323,10 @@ async def test_redirect_without_location(fetcher: ImageFetcher, server: Server) 
 async def test_redirect_to_private_host_is_refused_without_connecting(
     fetcher: ImageFetcher, connector: LoopbackOnlyConnector, server: Server, location: str
 ) -> None:
-    started = time.monotonic()
     error = await _fetch_error(fetcher, [("a", server.url(f"/to?u={location}"))])
     assert error.message == MESSAGE_NOT_PUBLIC
-    # Only the loopback test server was ever dialled, and the refusal was immediate.
+    # Only the loopback test server was ever dialled.
     assert connector.attempts == [("127.0.0.1", server.port)]
-    assert time.monotonic() - started < FAST
 
 
 async def test_redirect_to_name_resolving_to_metadata_is_refused(server: Server) -> None:
@@ -338,7 +337,6 @@ async def test_redirect_to_name_resolving_to_metadata_is_refused(server: Server)
         return ["169.254.169.254"]
 
     connector = LoopbackOnlyConnector()
-    started = time.monotonic()
     error = await _with(
         _policy(),
         [("a", server.url("/to?u=http://metadata.internal/"))],
@@ -349,7 +347,6 @@ async def test_redirect_to_name_resolving_to_metadata_is_refused(server: Server)
     assert error.message == MESSAGE_NOT_PUBLIC
     assert looked_up == ["metadata.internal"]
     assert connector.attempts == [("127.0.0.1", server.port)]
-    assert time.monotonic() - started < FAST
 
 
 # --- loopback switch and names ---------------------------------------------------------------
@@ -369,14 +366,12 @@ async def test_localhost_name_refused_when_switch_is_off(server: Server) -> None
     # Port 80 so the port rule does not answer first; nothing needs to listen there because
     # the resolved 127.0.0.1 / ::1 is refused before connecting.
     connector = LoopbackOnlyConnector()
-    started = time.monotonic()
     error = await _with(
         ImageFetchPolicy(), [("a", "http://localhost/img/png")], connector=connector
     )
     assert isinstance(error, ImageFetchError)
     assert error.message == MESSAGE_NOT_PUBLIC
     assert connector.attempts == []
-    assert time.monotonic() - started < FAST
 
 
 async def test_localhost_name_allowed_with_switch(fetcher: ImageFetcher, server: Server) -> None:
