@@ -117,18 +117,35 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache, channels, Celery -------------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# REDIS_URL names a node of a Redis Cluster (ezat/redis_clients.py): limits, holds, cooldowns,
+# the thinking store and checkpoints go through redis-py's cluster client. The live dashboard's
+# channel layer (channels_redis) and Celery's broker cannot use a cluster: they take their own
+# URLs below.
+EZAT_REDIS_CLUSTER = env.bool("EZAT_REDIS_CLUSTER", default=False)
+# A plain Redis for the live dashboard's channel layer. Default: REDIS_URL, except in cluster
+# mode, where it is unset and live updates reach only pages served by the same process.
+EZAT_CHANNELS_REDIS_URL = env.str(
+    "EZAT_CHANNELS_REDIS_URL", default="" if EZAT_REDIS_CLUSTER else REDIS_URL
+)
 
-if REDIS_URL:
+if EZAT_CHANNELS_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [EZAT_CHANNELS_REDIS_URL]},
         }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL", default="" if EZAT_REDIS_CLUSTER else (REDIS_URL or "memory://")
+)
+if EZAT_REDIS_CLUSTER and not CELERY_BROKER_URL:
+    raise ImproperlyConfigured(
+        "EZAT_REDIS_CLUSTER=true needs CELERY_BROKER_URL (RabbitMQ or a plain Redis): "
+        "Celery's broker cannot use a Redis Cluster"
+    )
 CELERY_RESULT_BACKEND = None
 # Without Redis there is no broker: run tasks in-process so the embedded default still reconciles.
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
