@@ -113,6 +113,15 @@ else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
+# DATABASE_URL is a pooler in transaction mode (PgBouncer `pool_mode = transaction`): every
+# transaction may run on another server session, so nothing may outlive one. Django's own
+# queries keep no session state (no prepared statements: Django leaves psycopg's prepare_threshold
+# unset); this turns off the rest: server-side cursors (`.iterator()` declares WITH HOLD cursors
+# in autocommit mode) and the usage writer's prepared INSERT and startup options (billing/pg_async).
+DB_TRANSACTION_POOLING = env.bool("DB_TRANSACTION_POOLING", default=False)
+if DB_TRANSACTION_POOLING and DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache, channels, Celery -------------------------------------------------------------
