@@ -14,11 +14,11 @@ if [ ! -x /usr/bin/chromium ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || { echo "chromium is required for the browser tests (apt-get install chromium)"; exit 1; }
 fi
-if [ ! -x /usr/sbin/haproxy ] || [ ! -x /usr/bin/prometheus ]; then
-    echo "==> installing Debian's haproxy and prometheus for the cluster test"
+if [ ! -x /usr/sbin/haproxy ] || [ ! -x /usr/bin/prometheus ] || [ ! -x /usr/sbin/pgbouncer ]; then
+    echo "==> installing Debian's haproxy, prometheus and pgbouncer for the cluster and infra tests"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends haproxy prometheus >/dev/null) \
-        || { echo "haproxy and prometheus are required for the cluster test (apt-get install haproxy prometheus)"; exit 1; }
+        --no-install-recommends haproxy prometheus pgbouncer >/dev/null) \
+        || { echo "haproxy, prometheus and pgbouncer are required for the cluster and infra tests (apt-get install haproxy prometheus pgbouncer)"; exit 1; }
 fi
 mkdir -p artifacts
 .venv/bin/ruff check . || exit 1
