@@ -23,11 +23,23 @@ def _connect_kwargs() -> dict[str, Any]:
     # written here are adapted by _row (JSON wrapped, datetimes aware) and need neither.
     for name in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(name, None)
+    if settings.DB_TRANSACTION_POOLING:
+        # Behind PgBouncer in transaction mode a prepared statement lives on whichever server
+        # session prepared it (psycopg would prepare any query run 5 times), and the pooler
+        # refuses startup options: neither is used (set synchronous_commit on the role instead).
+        params["prepare_threshold"] = None
+        return params
     if not settings.EZAT_USAGE_SYNCHRONOUS_COMMIT:
         # This connection only: the commit returns before the WAL reaches the disk (~0.2–0.3 ms
         # less per request on the benchmark machine). See the setting's comment for the risk.
         params["options"] = f"{params.get('options', '')} -c synchronous_commit=off".strip()
     return params
+
+
+def _prepare() -> bool | None:
+    # One prepared INSERT per connection saves its parse and plan per request; None: psycopg's
+    # own choice, which prepare_threshold=None turns off (DB_TRANSACTION_POOLING).
+    return None if settings.DB_TRANSACTION_POOLING else True
 
 
 class AsyncPgInserter:
@@ -43,7 +55,7 @@ class AsyncPgInserter:
             try:
                 async with conn.cursor() as cursor:
                     if len(rows) == 1:
-                        await cursor.execute(sql, rows[0], prepare=True)
+                        await cursor.execute(sql, rows[0], prepare=_prepare())
                     else:
                         await cursor.executemany(sql, rows)
                 return

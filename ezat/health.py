@@ -75,8 +75,10 @@ class _ProbeThread:
     def _ping_redis(self) -> str:
         import redis
 
+        from ezat.redis_clients import sync_client
+
         if self._redis is None:
-            self._redis = redis.Redis.from_url(
+            self._redis = sync_client(
                 settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
             )
         try:

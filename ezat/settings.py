@@ -113,22 +113,48 @@ else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
+# DATABASE_URL is a pooler in transaction mode (PgBouncer `pool_mode = transaction`): every
+# transaction may run on another server session, so nothing may outlive one. Django's own
+# queries keep no session state (no prepared statements: Django leaves psycopg's prepare_threshold
+# unset); this turns off the rest: server-side cursors (`.iterator()` declares WITH HOLD cursors
+# in autocommit mode) and the usage writer's prepared INSERT and startup options (billing/pg_async).
+DB_TRANSACTION_POOLING = env.bool("DB_TRANSACTION_POOLING", default=False)
+if DB_TRANSACTION_POOLING and DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache, channels, Celery -------------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# REDIS_URL names a node of a Redis Cluster (ezat/redis_clients.py): limits, holds, cooldowns,
+# the thinking store and checkpoints go through redis-py's cluster client. The live dashboard's
+# channel layer (channels_redis) and Celery's broker cannot use a cluster: they take their own
+# URLs below.
+EZAT_REDIS_CLUSTER = env.bool("EZAT_REDIS_CLUSTER", default=False)
+# A plain Redis for the live dashboard's channel layer. Default: REDIS_URL, except in cluster
+# mode, where it is unset and live updates reach only pages served by the same process.
+EZAT_CHANNELS_REDIS_URL = env.str(
+    "EZAT_CHANNELS_REDIS_URL", default="" if EZAT_REDIS_CLUSTER else REDIS_URL
+)
 
-if REDIS_URL:
+if EZAT_CHANNELS_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [EZAT_CHANNELS_REDIS_URL]},
         }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL", default="" if EZAT_REDIS_CLUSTER else (REDIS_URL or "memory://")
+)
+if EZAT_REDIS_CLUSTER and not CELERY_BROKER_URL:
+    raise ImproperlyConfigured(
+        "EZAT_REDIS_CLUSTER=true needs CELERY_BROKER_URL (RabbitMQ or a plain Redis): "
+        "Celery's broker cannot use a Redis Cluster"
+    )
 CELERY_RESULT_BACKEND = None
 # Without Redis there is no broker: run tasks in-process so the embedded default still reconciles.
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)

@@ -16,7 +16,8 @@ waits for it: the registration is O(1) and the write is the background task's.
 Where the snapshot goes:
 
 - Redis, when the Redis limiter is used (REDIS_URL): one hash per process
-  (`<prefix>ckpt:<process>`), its members in a set (`<prefix>ckpt:procs`), and a heartbeat key
+  (`{ezat}:ckpt:<process>`: the limiter's prefix as a hash tag, so a write's MULTI is one slot
+  of a Redis Cluster), its members in a set (`{ezat}:ckpt:procs`), and a heartbeat key
   with a TTL of EZAT_CHECKPOINT_STALE_SECONDS, renewed by every write. Every gateway node sees
   every other node's checkpoints; a process whose heartbeat expired is dead.
 - Files otherwise (the embedded default): `ckpt-<process>.json`, replaced atomically (written,
@@ -170,11 +171,13 @@ def _process_id() -> str:
 
 class RedisStore:
     def __init__(self, url: str, prefix: str) -> None:
-        import redis.asyncio as redis_async
+        from ezat.redis_clients import async_client, tag
 
         self.process = _process_id()
-        self._prefix = prefix
-        self._client = redis_async.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        # One hash tag (the limiter's, `{ezat}:`): a write is one MULTI over the process's hash,
+        # its heartbeat key and the set of processes, which Redis Cluster runs only on one slot.
+        self._prefix = tag(prefix)
+        self._client = async_client(url, socket_timeout=5, socket_connect_timeout=5)
 
     def _hash(self, process: str) -> str:
         return f"{self._prefix}ckpt:{process}"

@@ -46,7 +46,9 @@ MAX_DIRTY = 10_000
 FLUSH_INTERVAL = 1.0
 REDIS_TTL = 3600
 READ_TIMEOUT = 0.2
-KEY_PREFIX = "ezat:route:"
+# One hash tag for every key: a flush (one script) and a read (one MGET) name many sessions'
+# and prefixes' keys, which Redis Cluster serves only from one slot.
+KEY_PREFIX = "ezat:{route}:"
 # KEYS[i] = ARGV[i], expiring after ARGV[#KEYS + 1] seconds: a whole flush in one command.
 FLUSH_SCRIPT = """
 local ttl = tonumber(ARGV[#KEYS + 1])
@@ -143,9 +145,9 @@ class PrefixDigest:
 
     def _redis_client(self) -> Any:
         if self._redis is None:
-            import redis.asyncio as aioredis
+            from ezat.redis_clients import async_client
 
-            self._redis = aioredis.Redis.from_url(
+            self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=READ_TIMEOUT, socket_connect_timeout=0.5
             )
         return self._redis

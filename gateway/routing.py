@@ -82,6 +82,12 @@ def has_thinking_signatures(raw_body: bytes) -> bool:
     return b'"signature"' in raw_body
 
 
+def cooldown_key(deployment_id: int) -> str:
+    """One hash tag for every cooldown: a sync reads all of a request's deployments in one MGET,
+    which Redis Cluster serves only from one slot. (Few, tiny keys: one slot holds them all.)"""
+    return f"ezat:{{cooldown}}:{deployment_id}"
+
+
 class HealthBoard:
     """Consecutive failures → cooldown. Local state, mirrored through Redis when configured."""
 
@@ -95,9 +101,9 @@ class HealthBoard:
 
     def _redis_client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
-            import redis.asyncio as aioredis
+            from ezat.redis_clients import async_client
 
-            self._redis = aioredis.Redis.from_url(
+            self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
             )
         return self._redis
@@ -151,7 +157,7 @@ class HealthBoard:
 
     async def _clear(self, deployment_id: int) -> None:
         try:
-            await self._redis_client().delete(f"ezat:cooldown:{deployment_id}")
+            await self._redis_client().delete(cooldown_key(deployment_id))
         except Exception:  # the key expires with its TTL; until then others keep avoiding it
             SIDE_EFFECT_FAILURES.labels("cooldown_clear").inc()
             logger.warning("could not clear cooldown", exc_info=True)
@@ -178,7 +184,7 @@ class HealthBoard:
     async def _publish(self, deployment_id: int, until: float) -> None:
         try:
             await self._redis_client().set(
-                f"ezat:cooldown:{deployment_id}",
+                cooldown_key(deployment_id),
                 str(until),
                 ex=max(1, int(until - time.time()) + 1),
             )
@@ -196,7 +202,7 @@ class HealthBoard:
 
     async def _sync(self, deployment_ids: list[int]) -> None:
         try:
-            values = await self._redis_client().mget([f"ezat:cooldown:{d}" for d in deployment_ids])
+            values = await self._redis_client().mget([cooldown_key(d) for d in deployment_ids])
         except Exception:  # routing keeps its local view; counted, retried next second
             SIDE_EFFECT_FAILURES.labels("cooldown_sync").inc()
             logger.debug("cooldown sync failed", exc_info=True)
@@ -238,9 +244,11 @@ def cooldown_state(deployment_ids: Sequence[int]) -> dict[int, float | None]:
     if settings.REDIS_URL:
         import redis
 
+        from ezat.redis_clients import sync_client
+
         try:
-            client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5)
-            values = client.mget([f"ezat:cooldown:{d}" for d in deployment_ids])
+            client = sync_client(settings.REDIS_URL, socket_timeout=0.5)
+            values = client.mget([cooldown_key(d) for d in deployment_ids])
             return {
                 d: (float(v) if v is not None else None)
                 for d, v in zip(deployment_ids, values, strict=True)

@@ -70,9 +70,9 @@ class SignedKinds:
 
     def _client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
-            import redis.asyncio as aioredis
+            from ezat.redis_clients import async_client
 
-            self._redis = aioredis.Redis.from_url(
+            self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
             )
         return self._redis
@@ -80,7 +80,8 @@ class SignedKinds:
     @staticmethod
     def _key(org_id: int, signature: str) -> str:
         digest = hashlib.blake2b(signature.encode(), digest_size=16).hexdigest()
-        return f"ezat:sigkind:{org_id}:{digest}"
+        # Tagged by org: one lookup's MGET names one org's signatures, one slot in a cluster.
+        return f"ezat:sigkind:{{{org_id}}}:{digest}"
 
     def remember(self, org_id: int, signatures: Iterable[str], kind: str) -> None:
         """Off the request path: written in the background (a failure is counted)."""

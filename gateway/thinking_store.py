@@ -36,16 +36,17 @@ class ThinkingStore:
 
     def _client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
-            import redis.asyncio as aioredis
+            from ezat.redis_clients import async_client
 
-            self._redis = aioredis.Redis.from_url(
+            self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
             )
         return self._redis
 
     @staticmethod
     def _key(org_id: int, tool_id: str) -> str:
-        return f"ezat:thinking:{org_id}:{tool_id}"
+        # Tagged by org: one lookup's MGET names one org's tool calls, one slot in a cluster.
+        return f"ezat:thinking:{{{org_id}}}:{tool_id}"
 
     async def put(
         self,

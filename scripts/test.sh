@@ -14,13 +14,14 @@ if [ ! -x /usr/bin/chromium ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || { echo "chromium is required for the browser tests (apt-get install chromium)"; exit 1; }
 fi
-if [ ! -x /usr/sbin/haproxy ] || [ ! -x /usr/bin/prometheus ] || [ ! -x /usr/bin/docker-compose ]; then
+if [ ! -x /usr/sbin/haproxy ] || [ ! -x /usr/bin/prometheus ] || [ ! -x /usr/bin/docker-compose ] \
+    || [ ! -x /usr/sbin/pgbouncer ]; then
     # docker-compose (1.29, Debian's) only parses docker/compose.yml (`docker-compose config`,
     # tests/unit/test_compose_scaleout.py); `docker compose` v2 is not packaged here.
-    echo "==> installing Debian's haproxy, prometheus and docker-compose for the cluster and compose tests"
+    echo "==> installing Debian's haproxy, prometheus, pgbouncer and docker-compose for the cluster, infra and compose tests"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends haproxy prometheus docker-compose >/dev/null) \
-        || { echo "haproxy, prometheus and docker-compose are required for the cluster and compose tests (apt-get install haproxy prometheus docker-compose)"; exit 1; }
+        --no-install-recommends haproxy prometheus pgbouncer docker-compose >/dev/null) \
+        || { echo "haproxy, prometheus, pgbouncer and docker-compose are required for the cluster, infra and compose tests (apt-get install haproxy prometheus pgbouncer docker-compose)"; exit 1; }
 fi
 mkdir -p artifacts
 .venv/bin/ruff check . || exit 1

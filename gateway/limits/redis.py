@@ -23,16 +23,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-import redis as redis_sync
 import redis.asyncio as redis_async
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import ClusterDownError, MaxConnectionsError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MaxConnectionsError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry as SyncRetry
 
+from ezat.redis_clients import cluster_mode, sync_client, tag
 from gateway.limits import scripts
 from gateway.limits.base import (
     AdmitRequest,
@@ -74,8 +74,15 @@ from gateway.limits.resp import RespClient, ScriptRef
 
 logger = logging.getLogger("gateway.limits")
 
-# OSError covers the builtin TimeoutError and socket errors that escape redis-py's wrapping.
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+# OSError covers the builtin TimeoutError and socket errors that escape redis-py's wrapping; the
+# cluster errors are a Redis Cluster without a primary for the slot (failover under way).
+UNREACHABLE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+    ClusterDownError,
+    SlotNotCoveredError,
+)
 
 
 class _CircuitOpen(RedisConnectionError):
@@ -113,16 +120,27 @@ class _Conn:
     def __init__(
         self, url: str, socket_timeout: float, connect_timeout: float, *, lean: bool = True
     ) -> None:
-        # A blocking pool: a burst beyond the pool's size waits (bounded) for a free connection
-        # instead of failing. redis-py's default pool raises at 100 connections, which the
-        # limiter took for "Redis down" and answered 503 to a 1,000-stream burst.
-        pool = redis_async.BlockingConnectionPool.from_url(
-            url,
-            max_connections=POOL_SIZE,
-            timeout=POOL_WAIT_SECONDS,
-            **_client_kwargs(socket_timeout, connect_timeout),
-        )
-        self.client = redis_async.Redis(connection_pool=pool)
+        cluster = cluster_mode()
+        self.client: Any
+        if cluster:
+            # redis-py's cluster client: one pool per primary. Every script's keys share the
+            # limiter's hash tag (RedisLimiter._p), so each call goes to one primary.
+            from redis.asyncio.cluster import RedisCluster
+
+            self.client = RedisCluster.from_url(
+                url, max_connections=POOL_SIZE, **_client_kwargs(socket_timeout, connect_timeout)
+            )
+        else:
+            # A blocking pool: a burst beyond the pool's size waits (bounded) for a free
+            # connection instead of failing. redis-py's default pool raises at 100 connections,
+            # which the limiter took for "Redis down" and answered 503 to a 1,000-stream burst.
+            pool = redis_async.BlockingConnectionPool.from_url(
+                url,
+                max_connections=POOL_SIZE,
+                timeout=POOL_WAIT_SECONDS,
+                **_client_kwargs(socket_timeout, connect_timeout),
+            )
+            self.client = redis_async.Redis(connection_pool=pool)
         self.admit = self.client.register_script(scripts.ADMIT)
         self.settle = self.client.register_script(scripts.SETTLE)
         self.seed = self.client.register_script(scripts.SEED)
@@ -130,10 +148,11 @@ class _Conn:
         self.release = self.client.register_script(scripts.RELEASE)
         self.heartbeat = self.client.register_script(scripts.HEARTBEAT)
         self.in_flight = self.client.register_script(scripts.IN_FLIGHT)
-        # The per-request scripts go through the lean pipelined client when the URL allows it.
+        # The per-request scripts go through the lean pipelined client when the URL allows it
+        # (one plain server: the lean client does not follow a cluster's slot map).
         self.fast = (
             RespClient(url, socket_timeout=socket_timeout, connect_timeout=connect_timeout)
-            if lean and RespClient.supports(url)
+            if lean and not cluster and RespClient.supports(url)
             else None
         )
 
@@ -172,7 +191,10 @@ class RedisLimiter:
 
             money = DbMoneySource()
         self._url = url
-        self._p = prefix
+        # Every key of the limiter carries one hash tag (`{ezat}:…`): a script names a key's, an
+        # org's and several deployments' keys at once, and Redis Cluster runs a script only when
+        # all of its keys share a slot. The price: the limiter lives on one primary of a cluster.
+        self._p = tag(prefix)
         self._clock = clock  # None: Redis's clock (TIME) decides windows and expiries
         self._timeouts = (socket_timeout, connect_timeout)
         self._breaker_seconds = breaker_seconds
@@ -546,17 +568,17 @@ class RedisLimiter:
 
 
 # --- credit notifications (sync: called from transaction.on_commit in any process) ------------
-_sync_clients: dict[str, redis_sync.Redis] = {}
+_sync_clients: dict[str, Any] = {}  # redis.Redis, or redis.cluster.RedisCluster
 _sync_lock = threading.Lock()
 
 
-def _sync_client(url: str) -> redis_sync.Redis:
+def _sync_client(url: str) -> Any:
     with _sync_lock:
         client = _sync_clients.get(url)
         if client is None:
             kwargs = _client_kwargs(0.5, 0.25)
             kwargs["retry"] = SyncRetry(NoBackoff(), 1)
-            client = redis_sync.Redis.from_url(url, **kwargs)
+            client = sync_client(url, **kwargs)
             _sync_clients[url] = client
         return client
 
@@ -566,7 +588,7 @@ def notify_credit_redis(url: str, prefix: str, org_id: int, amount_nano: int) ->
     try:
         client = _sync_client(url)
         script = client.register_script(scripts.NOTIFY_CREDIT)  # EVALSHA, loads on NOSCRIPT
-        script(keys=[f"{prefix}org:{org_id}"], args=[amount_nano])
+        script(keys=[f"{tag(prefix)}org:{org_id}"], args=[amount_nano])
     except UNREACHABLE as exc:
         # Best effort: the credit is in the DB; the periodic reseed makes it spendable.
         ERRORS.labels("notify_credit").inc()
@@ -576,7 +598,7 @@ def notify_credit_redis(url: str, prefix: str, org_id: int, amount_nano: int) ->
 def open_holds_redis(url: str, prefix: str, org_id: int) -> int | None:
     """The org's open holds (sync, for dashboard pages): one HGET; None if Redis is down."""
     try:
-        held = _sync_client(url).hget(f"{prefix}org:{org_id}", "held")
+        held = _sync_client(url).hget(f"{tag(prefix)}org:{org_id}", "held")
     except UNREACHABLE as exc:
         ERRORS.labels("open_holds").inc()
         logger.warning("limits: open holds of org %s unavailable: %s", org_id, exc)

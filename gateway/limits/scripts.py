@@ -1,6 +1,7 @@
 """Lua scripts of the Redis limiter (each registered once and run with EVALSHA).
 
-Key layout (prefix `ezat:` by default; {…} are ids):
+Key layout ({…} are ids; the prefix, `ezat:` by default, is written as the hash tag `{ezat}:`,
+see below):
 
   ezat:rpm:{key}            HASH  w = current minute index, n = requests counted in it
                                   (PEXPIRE 2 min)
@@ -30,9 +31,12 @@ Money amounts never go through Lua arithmetic on their way into Redis: they are 
 exact decimal strings from ARGV to HINCRBY (a Lua number would print as "1e+16" above 10^14).
 Comparisons use Lua doubles, exact up to 2^53 nano-USD (~9 million USD) per value.
 
-Every key a script touches is declared in KEYS, but a script touches an org's keys together with
-a key's and several deployments' keys, so this layout targets one Redis (or a primary with
-replicas / Sentinel), not Redis Cluster.
+Every key a script touches is declared in KEYS, and a script touches an org's keys together with
+a key's and several deployments' keys (a deployment's slots are shared by every org). So every
+key carries one hash tag, the prefix (`{ezat}:`, ezat/redis_clients.tag): on Redis Cluster all of
+the limiter lives on one slot, hence one primary, and each call stays one round trip. Tagging by
+org would spread orgs over primaries but split the deployments' capacity keys off the admission
+script (a second round trip per request, and no atomic slot-and-hold): not done.
 
 The time is Redis's TIME unless the caller passes `now_ms` (tests drive a fake clock), so every
 gateway process agrees on minute windows and expiries whatever its own clock says.

@@ -17,6 +17,7 @@ import openai
 import pytest
 import redis
 
+from gateway.routing import cooldown_key
 from tests.cluster.conftest import HOLD_TTL_SECONDS, NODES, ClusterContext, sigkill
 from tests.cluster.harness import NODE_HEADER
 from tests.cluster.traffic import Answer, Load, call, drive
@@ -129,14 +130,14 @@ def test_cooldown_set_on_one_node_is_honoured_by_the_others(cluster: ClusterCont
     with cluster.blocker.unblock():
         failing = Deployment.objects.get(name="cl-b")
     client = redis.Redis.from_url(cluster.cluster.redis_url)
-    cooldown_key = f"ezat:cooldown:{failing.id}"
+    shared_key = cooldown_key(failing.id)
     sim = cluster.sims["cl-b"]
     sim.script({"status": 529, "times": -1})
     try:
         n1 = cluster.cluster.nodes["n1"].url
         # Only n1 sees the failures (its conversations fail over to cl-a and are answered).
         n = 0
-        while not client.exists(cooldown_key):
+        while not client.exists(shared_key):
             answer = call(n1, key.secret, "messages", f"cooldown n1 {n}")
             assert answer.ok, answer
             n += 1
@@ -161,10 +162,10 @@ def test_cooldown_set_on_one_node_is_honoured_by_the_others(cluster: ClusterCont
                 answer = call(url, key.secret, ("messages", "chat")[i % 2], f"{name} after {i}")
                 assert answer.ok, answer
         assert len(sim.requests()) == seen_by_b, "a node sent a request to a cooling deployment"
-        assert 0 < client.ttl(cooldown_key) <= 31
+        assert 0 < client.ttl(shared_key) <= 31
     finally:
         sim.clear_script()
-        client.delete(cooldown_key)
+        client.delete(shared_key)
 
 
 def test_thinking_tool_loop_across_nodes(cluster: ClusterContext) -> None:
@@ -202,7 +203,7 @@ def test_thinking_tool_loop_across_nodes(cluster: ClusterContext) -> None:
 
 
 def _held(client: redis.Redis, key: Key) -> int:
-    return int(client.hget(f"ezat:org:{key.org_id}", "held") or 0)
+    return int(client.hget(f"{{ezat}}:org:{key.org_id}", "held") or 0)
 
 
 def _live_leases(cluster: ClusterContext, client: redis.Redis, key: Key) -> int:
@@ -213,7 +214,7 @@ def _live_leases(cluster: ClusterContext, client: redis.Redis, key: Key) -> int:
     with cluster.blocker.unblock():
         deployments = list(Deployment.objects.values_list("id", flat=True))
     now_ms = int(time.time() * 1000)
-    sets = [f"ezat:conc:k:{key.key_id}", *(f"ezat:slots:{d}" for d in deployments)]
+    sets = [f"{{ezat}}:conc:k:{key.key_id}", *(f"{{ezat}}:slots:{d}" for d in deployments)]
     return sum(int(client.zcount(name, now_ms, "+inf")) for name in sets)
 
 
@@ -253,8 +254,8 @@ def test_node_killed_mid_traffic(cluster: ClusterContext) -> None:
             # The victim's streams hold money and leases (a lease is beaten for at most the
             # hold TTL, 15 s here, so this runs well within it).
             assert _held(client, key) > 0, (
-                client.hgetall(f"ezat:org:{key.org_id}"),
-                client.hgetall(f"ezat:org:{key.org_id}:hold"),
+                client.hgetall(f"{{ezat}}:org:{key.org_id}"),
+                client.hgetall(f"{{ezat}}:org:{key.org_id}:hold"),
             )
             assert _live_leases(cluster, client, key) > 0
             sigkill(victim.process)

@@ -178,8 +178,8 @@ def _checkpoints(redis_url: str, directory: Path) -> list[dict[str, Any]]:
         client = redis.Redis.from_url(redis_url)
         try:
             found = []
-            for key in client.scan_iter(match="ezat:ckpt:*"):
-                if key != b"ezat:ckpt:procs":
+            for key in client.scan_iter(match="{ezat}:ckpt:*"):
+                if key != b"{ezat}:ckpt:procs":
                     found.extend(orjson.loads(v) for v in client.hvals(key))
             return found
         finally:

@@ -19,6 +19,7 @@ import openai
 import orjson
 import pytest
 
+from gateway.routing import cooldown_key
 from gateway.simulator.testing import SimulatorThread
 from tests import services
 from tests.e2e.conftest import GatewayProcess, Stack, database_url, start_gateway
@@ -142,7 +143,7 @@ def test_model_whose_every_deployment_is_cooling_still_answers(
         import redis
 
         shared = redis.Redis.from_url(redis_url)
-        assert all(shared.get(f"ezat:cooldown:{d}") is not None for d in every)
+        assert all(shared.get(cooldown_key(d)) is not None for d in every)
     # Now everything is cooling: still served, by the session's own first choice.
     for api in ("messages", "chat"):
         assert ask(lab, gateway.url, api, session, f"{lab.token} still there").startswith(
@@ -183,7 +184,7 @@ def test_cooldown_is_shared_across_processes_with_redis(
             assert lab.received("x", lab.token) == COOLDOWN_FAILURES
             import redis
 
-            ttl = redis.Redis.from_url(redis_url).ttl(f"ezat:cooldown:{lab.mine['x'].id}")
+            ttl = redis.Redis.from_url(redis_url).ttl(cooldown_key(lab.mine["x"].id))
             assert 0 < ttl <= 31
         else:
             # Without Redis each process keeps its own health: the other one still prefers x.

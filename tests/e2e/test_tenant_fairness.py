@@ -159,7 +159,7 @@ def wait_for_no_active_orgs(deployment_ids: list[int]) -> bool:
         seconds, micros = client.time()
         now = f"({seconds * 1000 + micros // 1000}"
         return all(
-            client.zcount(f"ezat:slots:{d}:{kind}", now, "+inf") == 0
+            client.zcount(f"{{ezat}}:slots:{d}:{kind}", now, "+inf") == 0
             for d in deployment_ids
             for kind in ("orgs", "ref")
         )
@@ -326,7 +326,7 @@ def test_a_killed_gateway_releases_its_slots_within_30_seconds(
     e2e.sim.script(slow(marker))
     streams = hold_streams(doomed.url, key.secret, marker, 3)
     client = redis.Redis.from_url(e2e_redis_url(), decode_responses=True)
-    mine = f"ezat:slots:{sim_a}:o:{key.org_id}"
+    mine = f"{{ezat}}:slots:{sim_a}:o:{key.org_id}"
 
     def live(name: str) -> int:
         seconds, micros = client.time()
@@ -346,7 +346,7 @@ def test_a_killed_gateway_releases_its_slots_within_30_seconds(
         doomed.process.wait(30)
         wait_until(lambda: live(mine) == 0, "the dead process's slots to lapse", timeout=30)
         wait_until(
-            lambda: live(f"ezat:conc:k:{key.key_id}") == 0,
+            lambda: live(f"{{ezat}}:conc:k:{key.key_id}") == 0,
             "the dead process's key concurrency to lapse",
             timeout=max(0.1, 30 - (time.monotonic() - killed_at)),
         )

@@ -175,20 +175,20 @@ async def test_records_reach_redis_in_the_background_once_a_second(
     one = PrefixDigest()
     one.record(MODEL, "s1", "app prompt", 2)  # schedules a flush; nothing is sent inline
     one.record(MODEL, "s2", "app prompt", 3)
-    assert shared.keys("ezat:route:*") == []
+    assert shared.keys("ezat:{route}:*") == []
     first = one._flush_task
     assert first is not None
     await first
-    keys = {k.decode() for k in shared.keys("ezat:route:*")}
+    keys = {k.decode() for k in shared.keys("ezat:{route}:*")}
     assert len(keys) == 4  # two sessions, the prefix on 2 and on 3: one script call
     assert all(0 < shared.ttl(k) <= 3600 for k in keys)
     one.record(MODEL, "s3", "app prompt", 4)
     assert one._flush_task is first  # within the interval: only marked
-    assert len(shared.keys("ezat:route:*")) == 4
+    assert len(shared.keys("ezat:{route}:*")) == 4
     monkeypatch.setattr(one, "_flushed_at", 0.0)
     one.record(MODEL, "s4", "app prompt", 4)
     await one._flush_task
-    assert len(shared.keys("ezat:route:*")) == 7  # s3, s4 and the prefix on 4
+    assert len(shared.keys("ezat:{route}:*")) == 7  # s3, s4 and the prefix on 4
 
 
 async def test_another_process_learns_where_a_prefix_lives_on_a_fallback(

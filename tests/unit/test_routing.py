@@ -28,6 +28,7 @@ from gateway.exchange import AttemptFailed, Exchange
 from gateway.routing import (
     SESSION_MAX,
     HealthBoard,
+    cooldown_key,
     cooldown_state,
     has_thinking_signatures,
     health,
@@ -393,8 +394,8 @@ async def test_cooldown_is_shared_through_redis(settings: Any) -> None:
     for _ in range(3):
         one.failure(1)
     await asyncio.sleep(0)  # the publish task
-    assert "ezat:cooldown:1" in shared
-    assert 30 <= one._redis.expiries["ezat:cooldown:1"] <= 31
+    assert cooldown_key(1) in shared
+    assert 30 <= one._redis.expiries[cooldown_key(1)] <= 31
     # The other process learns it on its next sync (started by a routing decision).
     two.order(routes, key)
     await asyncio.sleep(0)

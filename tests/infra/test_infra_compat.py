@@ -1,0 +1,200 @@
+"""The gateway behind a real Redis Cluster and a real PgBouncer in transaction mode
+(tests/infra/conftest.py): requests billed exactly once and reconciled through the pooler, and
+the limits (RPM, spend cap holds), cooldowns and the thinking store holding across two nodes on
+a three-primary cluster."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from redis.crc import key_slot
+
+from gateway.routing import cooldown_key
+from tests.cluster.test_cluster import assert_billed_once
+from tests.cluster.traffic import call, drive
+from tests.e2e.chat_support import SONNET
+from tests.infra.conftest import NODES, InfraContext
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def _metric(url: str, name: str) -> dict[str, float]:
+    """One node's samples of `name`, by their labels."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return {
+        ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+def assert_nothing_swallowed(infra: InfraContext) -> None:
+    """No node fell back on anything: no Redis call failed (a CROSSSLOT or MOVED error would be
+    counted here, not raised), no usage record went to the spool instead of PostgreSQL."""
+    for node in infra.cluster.nodes.values():
+        assert not any(_metric(node.url, "ezat_side_effect_failures_total").values()), node.url
+        # (A lease that lapsed before its heartbeat is the machine's load, not Redis failing.)
+        errors = _metric(node.url, "ezat_limiter_errors_total")
+        assert not any(v for op, v in errors.items() if op != "op=lease_lapsed"), errors
+        assert not any(_metric(node.url, "ezat_limiter_fail_open_total").values()), node.url
+        assert not any(_metric(node.url, "ezat_usage_spooled_total").values()), node.url
+
+
+def test_traffic_through_pgbouncer_is_billed_once(infra: InfraContext) -> None:
+    before = _pooled_transactions(infra)
+    key = infra.new_key()
+    answers = drive(infra.url, key.secret, 40)
+    assert all(a.ok for a in answers), [a for a in answers if not a.ok][:3]
+    assert set(Counter(a.node for a in answers)) == set(NODES)
+    # Recorded by the usage writers, reconciled by the Celery worker, check_ledger clean.
+    assert_billed_once(infra, answers)
+    assert len(infra.usage(org_id=key.org_id)) == len(answers)
+    # It all went through the pooler, whose few server sessions served many clients' transactions.
+    assert _pooled_transactions(infra) > before + len(answers)
+    (pool,) = [p for p in infra.pgbouncer.show("POOLS") if p["database"] == infra.database]
+    assert pool["pool_mode"] == "transaction"
+    assert "prepared statement" not in infra.pgbouncer.log()
+    assert_nothing_swallowed(infra)
+
+
+def _pooled_transactions(infra: InfraContext) -> int:
+    stats = [s for s in infra.pgbouncer.show("STATS") if s["database"] == infra.database]
+    return sum(int(str(s["total_xact_count"])) for s in stats)
+
+
+def test_rpm_is_enforced_across_nodes_on_a_redis_cluster(infra: InfraContext) -> None:
+    limit = 12
+    key = infra.new_key(rpm=limit)
+    minute_before = int(time.time() // 60)
+    answers = drive(infra.url, key.secret, 30, kinds=("chat", "messages"), max_retries=0)
+    windows = int(time.time() // 60) - minute_before + 1  # 2 when the burst crossed a minute
+    ok = [a for a in answers if a.ok]
+    limited = [a for a in answers if a.status == 429]
+    assert len(ok) + len(limited) == len(answers), [a for a in answers if not a.ok][:3]
+    assert limit <= len(ok) <= limit * windows, (len(ok), windows)
+    assert {a.node for a in ok} == set(NODES)
+    assert {a.node for a in limited} == set(NODES)
+    assert_nothing_swallowed(infra)
+
+
+def test_spend_cap_holds_across_nodes_on_a_redis_cluster(infra: InfraContext) -> None:
+    from catalog.snapshot import build_snapshot
+
+    with infra.blocker.unblock():
+        model = build_snapshot().resolve(SONNET)
+    assert model is not None
+    one_hold = model.pricing.worst_case_nano(200, 64)
+    probe = infra.new_key()
+    (first,) = drive(infra.url, probe.secret, 1, kinds=("chat",))
+    (record,) = infra.usage(request_id=first.request_id)
+    cap_nano = max(record.cost_nano * 10, one_hold * 3)
+    key = infra.new_key(cap_nano=cap_nano)
+    answers = drive(infra.url, key.secret, 40, kinds=("chat", "messages"), max_retries=0)
+    ok = [a for a in answers if a.ok]
+    refused = [a for a in answers if not a.ok]
+    assert ok and refused
+    assert all(a.status is not None and 400 <= a.status < 500 for a in refused), refused[:3]
+    assert {a.node for a in ok} | {a.node for a in refused} == set(NODES)
+    spent = sum(r.cost_nano for r in infra.usage(org_id=key.org_id))
+    assert spent <= cap_nano + one_hold, (spent, cap_nano, one_hold)
+    # The holds are in the cluster, on the limiter's one slot, and all released.
+    client = infra.redis_cluster.client()
+    assert int(client.hget(f"{{ezat}}:org:{key.org_id}", "held") or 0) == 0
+    assert_nothing_swallowed(infra)
+
+
+def test_cooldown_and_thinking_store_are_shared_through_the_cluster(
+    infra: InfraContext,
+) -> None:
+    import openai
+
+    from catalog.models import Deployment
+    from tests.cluster.harness import NODE_HEADER
+    from tests.e2e.chat_support import WEATHER_TOOL
+
+    key = infra.new_key()
+    client = infra.redis_cluster.client()
+    with infra.blocker.unblock():
+        failing = Deployment.objects.get(name="cl-b")
+    sim = infra.sims["cl-b"]
+    sim.script({"status": 529, "times": -1})
+    i1, i2 = (infra.cluster.nodes[n].url for n in NODES)
+    try:
+        n = 0
+        while not client.exists(cooldown_key(failing.id)):
+            answer = call(i1, key.secret, "messages", f"cooldown i1 {n}")
+            assert answer.ok, answer
+            n += 1
+            assert n < 200, "i1 never put cl-b in cooldown"
+        # i2 reads cooldowns at most once a second, in the background of a request: one request
+        # starts a sync, a second after it the next starts another that surely sees the key.
+        assert call(i2, key.secret, "messages", "warm up").ok
+        time.sleep(1.2)  # the sync period, not a wait for readiness
+        assert call(i2, key.secret, "messages", "warm up").ok
+        seen = len(sim.requests())
+        for i in range(10):
+            assert call(i2, key.secret, ("messages", "chat")[i % 2], f"i2 after {i}").ok
+        assert len(sim.requests()) == seen, "i2 sent a request to a cooling deployment"
+    finally:
+        sim.clear_script()
+        client.delete(cooldown_key(failing.id))
+
+    # A thinking tool loop whose turns land on both nodes: the second finds the first's signed
+    # thinking block in the cluster (keys tagged by org).
+    api = openai.OpenAI(base_url=infra.url + "/openai/v1", api_key=key.secret, max_retries=0)
+    params: dict[str, Any] = {
+        "model": SONNET,
+        "max_completion_tokens": 2000,
+        "tools": [WEATHER_TOOL],
+        "reasoning_effort": "medium",
+    }
+    messages: list[Any] = [{"role": "user", "content": "Weather in Tromsø? Use the tool."}]
+    first_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
+    first = first_raw.parse()
+    assert first.choices[0].finish_reason == "tool_calls"
+    tool_call = first.choices[0].message.tool_calls[0]
+    # On the primary that owns the org's tag, whichever node wrote it.
+    wait_for(
+        lambda: infra.redis_cluster.scan(f"ezat:thinking:{{{key.org_id}}}:*"),
+        what="the thinking block in the cluster",
+    )
+    messages += [
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": tool_call.id, "content": "-2°C and snow"},
+    ]
+    second_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
+    assert first_raw.headers[NODE_HEADER] != second_raw.headers[NODE_HEADER]
+    assert second_raw.parse().choices[0].message.content == "Tool said: -2°C and snow"
+    sent = [
+        r["body"]
+        for s in infra.sims.values()
+        for r in s.requests()
+        if "Tromsø" in str(r.get("body")) and len(r["body"].get("messages", [])) == 3
+    ]
+    assert len(sent) == 1
+    assert [b["type"] for b in sent[0]["messages"][1]["content"]] == ["thinking", "tool_use"]
+    assert_nothing_swallowed(infra)
+
+
+def test_the_limiter_lives_on_one_slot_and_other_state_elsewhere(infra: InfraContext) -> None:
+    """The limiter's keys share one slot (one primary); the prefix digest, cooldowns and the
+    thinking store (tagged by org) land wherever their own tags hash."""
+    key = infra.new_key()
+    assert all(a.ok for a in drive(infra.url, key.secret, 6))
+    client = infra.redis_cluster.client()
+    limiter_keys = list(client.scan_iter(match="{ezat}:*"))
+    assert limiter_keys
+    assert {key_slot(k.encode()) for k in limiter_keys} == {key_slot(b"{ezat}:")}
+    # The prefix digest's keys are flushed in the background, on another primary than the
+    # limiter's ({route} and {ezat} hash to different thirds of the slots).
+    wait_for(
+        lambda: sum(1 for n in infra.redis_cluster.keys_per_node().values() if n) >= 2,
+        what="keys on two primaries of the cluster",
+    )
