@@ -23,6 +23,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from billing.reconcile import TEST_SLEEP_ENV, TEST_SLEEP_MARKER
+from ezat.redis_clients import tag
 from tests.billing.harness import CeleryWorker
 from tests.cluster.conftest import NODES, ClusterContext
 from tests.cluster.traffic import Answer, Load, call, drive
@@ -145,7 +146,11 @@ def _count_tokens(url: str, secret: str) -> int:
 
 
 def _held(client: redis.Redis, org_id: int) -> int:
-    return int(client.hget(f"ezat:org:{org_id}", "held") or 0)
+    """The org's money held by requests in flight, read from the limiter's org hash (which must
+    exist: a wrong key name would read 0 and pass every check)."""
+    key = tag("ezat:") + f"org:{org_id}"
+    assert client.exists(key), f"no limiter state at {key}"
+    return int(client.hget(key, "held") or 0)
 
 
 def test_redis_restarted_mid_traffic(cluster: ClusterContext) -> None:
