@@ -177,11 +177,18 @@ def run_burst_held_upstream(
 ) -> list[Reply]:
     """A burst whose admitted requests stay in flight until every other one is answered.
 
-    The simulator pauses each request whose body holds `marker`; the pauses end once `admitted`
-    of them are at the upstream and the other calls have all been refused. Every admission
-    decision of the burst therefore sees the holds of the admitted requests: a condition, not a
-    delay that a busy machine can outlast. More admissions than `admitted` fail the wait."""
-    sim.script({"match": marker, "pause_after_events": 0, "pause": 600, "times": -1})
+    The simulator pauses each request whose body holds `marker` after its first token; the
+    pauses end once `admitted` of them are at the upstream and the other calls have all been
+    refused. Every admission decision of the burst therefore sees the holds of the admitted
+    requests: a condition, not a delay that a busy machine can outlast. More admissions than
+    `admitted` fail the wait.
+
+    The calls must be streams. A JSON answer has to arrive whole within the attempt's start
+    deadline (3 s in the e2e stack), so a JSON request held longer would be abandoned and
+    retried; a stream past its first token is committed to its deployment and simply waits."""
+    assert all(b'"stream":true' in body for _, _, body in calls), "held bursts must stream"
+    # Event 4 is the first token (message_start, content_block_start, ping, first delta).
+    sim.script({"match": marker, "pause_after_events": 4, "pause": 600, "times": -1})
     answered: list[Reply] = []
 
     def held() -> int:

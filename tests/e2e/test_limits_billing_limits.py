@@ -215,10 +215,11 @@ BURST = 100
 COVERED = 10
 
 
-def _money_call(api: str, url: str, secret: str, text: str) -> Call:
+def _money_call(api: str, url: str, secret: str, text: str, *, stream: bool = False) -> Call:
     if api == "chat":
-        return (url + CHAT, auth(secret, "chat"), chat_body(text, max_tokens=MAX_TOKENS))
-    return (url + MESSAGES, auth(secret), messages_body(text, max_tokens=MAX_TOKENS))
+        body = chat_body(text, max_tokens=MAX_TOKENS, stream=stream)
+        return (url + CHAT, auth(secret, "chat"), body)
+    return (url + MESSAGES, auth(secret), messages_body(text, max_tokens=MAX_TOKENS, stream=stream))
 
 
 def _assert_402(reply: Reply, api: str) -> None:
@@ -251,7 +252,7 @@ def test_concurrent_requests_never_spend_beyond_the_limit(
     tag = uuid.uuid4().hex[:12]
     burst_text, after_text = f"long answer burst-{tag}", f"long answer after-{tag}"
     # Both texts have the same length, so every request here carries the same hold.
-    hold = hold_nano(_money_call(api, "", "", burst_text)[2], MAX_TOKENS)
+    hold = hold_nano(_money_call(api, "", "", burst_text, stream=True)[2], MAX_TOKENS)
     limit = COVERED * hold + hold // 2  # covers 10 holds, not 11
     if scope == "key_cap":
         key = e2e.new_key(cap_usd=nano_to_usd_str(limit))
@@ -263,7 +264,9 @@ def test_concurrent_requests_never_spend_beyond_the_limit(
     # The admitted requests stay in flight (paused upstream) until the rest are decided, so every
     # admission of the burst sees the others' holds: exactly 10 fit.
     calls = [
-        _money_call(api, urls[i % len(urls)], secrets[i // 2 % len(secrets)], burst_text)
+        _money_call(
+            api, urls[i % len(urls)], secrets[i // 2 % len(secrets)], burst_text, stream=True
+        )
         for i in range(BURST)
     ]
     replies = run_burst_held_upstream(e2e.sim, calls, marker=f"burst-{tag}", admitted=COVERED)

@@ -528,7 +528,7 @@ def test_reused_request_id_cannot_overspend_a_cap(e2e: Stack) -> None:
     """Holds are per request, not per caller-chosen id: ten concurrent requests sharing one
     x-request-id against a cap covering two holds must not all be admitted."""
     tag = uuid.uuid4().hex
-    body = messages_body(f"long answer same-{tag}", max_tokens=200)
+    body = messages_body(f"long answer same-{tag}", max_tokens=200, stream=True)
     hold = hold_nano(body, 200)
     key = e2e.new_key(cap_usd=nano_to_usd_str(2 * hold + hold // 2))
     headers = auth(key.secret, **{"x-request-id": f"same-{tag}"})
