@@ -35,12 +35,9 @@ class ScriptRef:
 
 
 def pack(*parts: bytes | str | int) -> bytes:
-    """One RESP2 command (an array of bulk strings)."""
-    out = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        raw = part if isinstance(part, bytes) else str(part).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
-    return b"".join(out)
+    """One RESP2 command (an array of bulk strings), packed by hiredis in C: an admission's
+    ~40 arguments cost ~3× less than formatting them in Python (issue 22's profile)."""
+    return hiredis.pack_command(parts)
 
 
 class _Protocol(asyncio.Protocol):
