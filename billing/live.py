@@ -152,14 +152,15 @@ async def _group_send(org_id: int, message: dict[str, Any]) -> None:
 
 
 class LiveFeed:
-    """Coalesces rows per org and publishes them every FLUSH_INTERVAL seconds.
+    """Coalesces rows per org and publishes them every EZAT_LIVE_FEED_FLUSH_SECONDS (1 s).
 
-    With the Redis channel layer a group_send costs round trips and CPU; one per request would
-    be a measurable share of the gateway's per-request budget. One per org per 0.25 s is not,
-    and a dashboard cannot tell the difference.
+    With the Redis channel layer a group_send costs round trips and CPU (channels_redis: a Lua
+    script and several commands); one per request would be a measurable share of the gateway's
+    per-request budget. At 0.25 s it was still ~6 % of the gateway's CPU at one request at a
+    time (issue 22's profile: a handful of rows per flush); once a second a row shows up on a
+    watching dashboard at most a second after its request ended.
     """
 
-    FLUSH_INTERVAL = 0.25
     MAX_ROWS_PER_FLUSH = 200  # per org: a page shows 50; older rows come with the next reload
 
     def __init__(self) -> None:
@@ -176,7 +177,9 @@ class LiveFeed:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
     async def _flush(self) -> None:
-        await asyncio.sleep(self.FLUSH_INTERVAL)
+        from django.conf import settings
+
+        await asyncio.sleep(settings.EZAT_LIVE_FEED_FLUSH_SECONDS)
         batches, self._rows = self._rows, {}
         for org_id, rows in batches.items():
             await publish_rows(org_id, rows)

@@ -25,6 +25,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
+from billing.row_adapt import adapters, is_postgresql
 from ezat.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
 
 if TYPE_CHECKING:
@@ -176,14 +177,14 @@ def _insert_sql() -> str:
 
 
 def _row(fields: dict[str, Any], now: datetime) -> list[Any]:
-    ops = connection.ops
+    json_param, datetime_param = adapters()
     row = []
     for column in _COLUMNS:
         value = now if column == "created_at" else fields[column]
         if column in _JSON_COLUMNS:
-            value = ops.adapt_json_value(value, None)
+            value = json_param(value)
         elif column in ("started_at", "created_at"):
-            value = ops.adapt_datetimefield_value(value)
+            value = datetime_param(value)
         row.append(value)
     return row
 
@@ -267,7 +268,7 @@ class UsageWriter:
 
     async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
         loop = asyncio.get_running_loop()
-        if self._pg is None and connection.vendor == "postgresql":
+        if self._pg is None and is_postgresql():
             from billing.pg_async import AsyncPgInserter
 
             self._pg = AsyncPgInserter()
@@ -381,7 +382,7 @@ class UsageWriter:
         from billing import request_log
 
         rows = [request_log.db_row(fields) for fields in batch]
-        if self._pg is None and connection.vendor == "postgresql":
+        if self._pg is None and is_postgresql():
             from billing.pg_async import AsyncPgInserter
 
             self._pg = AsyncPgInserter()

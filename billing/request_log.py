@@ -18,6 +18,8 @@ from django.db import connection
 from django.utils import timezone
 from prometheus_client import Counter
 
+from billing.row_adapt import adapters
+
 COLUMNS = (
     "request_id", "org_id", "api_key_id", "api", "stream", "model_name", "model_id",
     "requested_model", "deployment", "status", "http_status", "error_type", "error_message",
@@ -64,14 +66,14 @@ def insert_sql() -> str:
 
 def db_row(fields: dict[str, Any]) -> list[Any]:
     """`fields` as INSERT parameters, in COLUMNS order."""
-    ops = connection.ops
+    json_param, datetime_param = adapters()
     row = []
     for column in COLUMNS:
         value = fields[column]
         if column in _JSON:
-            value = ops.adapt_json_value(value, None)
+            value = json_param(value)
         elif column in _TIMES:
-            value = ops.adapt_datetimefield_value(value)
+            value = datetime_param(value)
         row.append(value)
     return row
 

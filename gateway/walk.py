@@ -358,7 +358,7 @@ class ChainWalk:
                 "ttfb_ms": ms,
             }
         )
-        metrics.UPSTREAM_ATTEMPTS.labels(route.deployment.name, outcome).inc()
+        metrics.child(metrics.UPSTREAM_ATTEMPTS, route.deployment.name, outcome).inc()
 
     def _end_busy(self) -> None:
         if self._busy is not None:

@@ -38,7 +38,7 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.metrics import IN_FLIGHT, LIMITER_DECISIONS
+from gateway.metrics import IN_FLIGHT, LIMITER_DECISIONS, child
 from gateway.protocols.anthropic.validation import unknown_model
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.protocols.nesting import nesting_exceeds, nesting_message
@@ -392,7 +392,7 @@ class RequestScope:
             LIMITER_DECISIONS.labels(_DECISIONS.get(type(exc), "unavailable")).inc()
             err, self.rate = admission_error(exc)
             raise err from None
-        LIMITER_DECISIONS.labels("admitted").inc()
+        child(LIMITER_DECISIONS, "admitted").inc()
         exchange.admitted_ms = int((time.perf_counter() - exchange.t0) * 1000)
         self.rate = exchange.rate
 

@@ -35,7 +35,17 @@ class ScriptRef:
 
 
 def pack(*parts: bytes | str | int) -> bytes:
-    """One RESP2 command (an array of bulk strings)."""
+    """One RESP2 command (an array of bulk strings), packed by hiredis in C: an admission's
+    ~40 arguments cost ~3× less than formatting them in Python (issue 22's profile). hiredis
+    takes str, int, float and bytes only; anything else (a bool, None) is packed as `str()`
+    writes it, as before, so no caller sees a different command."""
+    try:
+        return hiredis.pack_command(parts)
+    except TypeError:
+        return _pack_any(parts)
+
+
+def _pack_any(parts: tuple[object, ...]) -> bytes:
     out = [b"*%d\r\n" % len(parts)]
     for part in parts:
         raw = part if isinstance(part, bytes) else str(part).encode()

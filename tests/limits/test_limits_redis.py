@@ -144,6 +144,19 @@ def test_only_plain_tcp_urls_use_the_lean_client() -> None:
     assert not RespClient.supports("unix:///run/redis.sock")
 
 
+def test_pack_writes_every_argument_as_str_would() -> None:
+    """hiredis packs str/int/float/bytes; anything else falls back to `str()`, as before."""
+    from gateway.limits.resp import pack
+
+    parts = (b"EVALSHA", "abc", 2, "k1", "k\u00e9", -3, 0.1 + 0.2, "", 10**20)
+    expected = b"*9\r\n" + b"".join(
+        b"$%d\r\n%s\r\n" % (len(r), r)
+        for r in (p if isinstance(p, bytes) else str(p).encode() for p in parts)
+    )
+    assert pack(*parts) == expected
+    assert pack(b"X", None, True) == b"*3\r\n$1\r\nX\r\n$4\r\nNone\r\n$4\r\nTrue\r\n"
+
+
 async def test_lean_client_authenticates_and_selects_its_db(raw) -> None:
     """AUTH and SELECT are written before any command can use the connection."""
     from gateway.limits.resp import RespClient, pack
