@@ -12,7 +12,6 @@ import time
 from collections import Counter
 from typing import Any
 
-import httpx
 import openai
 import pytest
 import redis
@@ -20,6 +19,7 @@ import redis
 from gateway.routing import cooldown_key
 from tests.cluster.conftest import HOLD_TTL_SECONDS, NODES, ClusterContext, sigkill
 from tests.cluster.harness import NODE_HEADER
+from tests.cluster.metrics import node_metric
 from tests.cluster.traffic import Answer, Load, call, drive
 from tests.e2e.chat_support import SONNET, WEATHER_TOOL
 from tests.e2e.conftest import Key
@@ -38,31 +38,13 @@ def test_traffic_is_spread_and_billed_once(cluster: ClusterContext) -> None:
     assert len(cluster.usage(org_id=key.org_id)) == len(answers)
 
 
-def _node_requests(url: str) -> float:
-    """ezat_requests_total summed over its labels, read from one node's /metrics."""
-    return _node_gauge(url, "ezat_requests_total")
-
-
-def _node_gauge(url: str, name: str) -> float:
-    """The samples named `name` summed over their labels, read from one node's /metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = httpx.get(url + "/metrics", timeout=10).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    )
-
-
 def test_prometheus_scrapes_every_node(cluster: ClusterContext) -> None:
     """A real Prometheus scrapes the three nodes; PromQL over its API returns the request
     count of all of them (the nodes are idle here, so their counters hold still)."""
     prometheus = cluster.cluster.prometheus
     assert prometheus is not None
     nodes = cluster.cluster.nodes
-    per_node = {name: _node_requests(g.url) for name, g in nodes.items()}
+    per_node = {name: node_metric(g.url, "ezat_requests_total") for name, g in nodes.items()}
     assert all(count > 0 for count in per_node.values()), per_node
     expected = sum(per_node.values())
 
@@ -152,7 +134,7 @@ def test_cooldown_set_on_one_node_is_honoured_by_the_others(cluster: ClusterCont
             def synced(url: str = url) -> bool:
                 answer = call(url, key.secret, "messages", "warm up")
                 assert answer.ok, answer
-                return _node_gauge(url, "ezat_deployments_cooling") >= 1
+                return node_metric(url, "ezat_deployments_cooling") >= 1
 
             wait_for(synced, what=f"{name} to read cl-b's cooldown from Redis", interval=0.5)
         seen_by_b = len(sim.requests())

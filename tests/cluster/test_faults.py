@@ -20,12 +20,12 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 
 from billing.reconcile import TEST_SLEEP_ENV, TEST_SLEEP_MARKER
 from ezat.redis_clients import tag
 from tests.billing.harness import CeleryWorker
 from tests.cluster.conftest import NODES, ClusterContext
+from tests.cluster.metrics import cluster_metric, node_metric
 from tests.cluster.traffic import Answer, Load, call, drive
 from tests.e2e.chat_support import SONNET
 from tests.waiting import wait_for
@@ -33,21 +33,6 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.cluster
 
 FAILOPEN_FRACTION = 0.5  # EZAT_FAILOPEN_RPM_FRACTION's default (README's settings table)
-
-
-def node_metric(url: str, name: str) -> float:
-    """A sample summed over its labels, from one node's /metrics."""
-    text = httpx.get(url + "/metrics", timeout=30).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    )
-
-
-def cluster_metric(cluster: ClusterContext, name: str) -> float:
-    return sum(node_metric(g.url, name) for g in cluster.cluster.nodes.values())
 
 
 @contextmanager

@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.crc import key_slot
 
 from gateway.routing import cooldown_key
-from tests.cluster.test_cluster import assert_billed_once
 from tests.cluster.traffic import call, drive
 from tests.e2e.chat_support import SONNET
 from tests.infra.conftest import NODES, InfraContext
@@ -54,7 +53,7 @@ def test_traffic_through_pgbouncer_is_billed_once(infra: InfraContext) -> None:
     assert all(a.ok for a in answers), [a for a in answers if not a.ok][:3]
     assert set(Counter(a.node for a in answers)) == set(NODES)
     # Recorded by the usage writers, reconciled by the Celery worker, check_ledger clean.
-    assert_billed_once(infra, answers)
+    infra.assert_billed_once(answers)
     assert len(infra.usage(org_id=key.org_id)) == len(answers)
     # It all went through the pooler, whose few server sessions served many clients' transactions.
     assert _pooled_transactions(infra) > before + len(answers)
