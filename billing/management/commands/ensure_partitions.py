@@ -5,6 +5,10 @@ from datetime import UTC, datetime
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import partitions
+from ezat.cli import positive_int
+
+# Ten years of empty monthly tables is already far more than anyone plans ahead.
+MAX_MONTHS_AHEAD = 120
 
 
 def _month(value: str) -> datetime:
@@ -24,18 +28,20 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--months-ahead", type=int, default=None)
+        parser.add_argument(
+            "--months-ahead",
+            type=positive_int("--months-ahead", maximum=MAX_MONTHS_AHEAD),
+            default=None,
+            help="months to create after this one (1 or more; default EZAT_PARTITION_MONTHS_AHEAD)",
+        )
         parser.add_argument("--since", type=_month, default=None, help="first month, YYYY-MM")
 
     def handle(self, *args: object, **options: object) -> None:
         if not partitions.enabled():
             self.stdout.write("not PostgreSQL: tables are not partitioned, nothing to do")
             return
-        months_ahead = options["months_ahead"]
-        if months_ahead is not None and int(str(months_ahead)) < 0:
-            raise CommandError("--months-ahead must be 0 or more")
         created = partitions.ensure_partitions(
-            months_ahead=None if months_ahead is None else int(str(months_ahead)),
+            months_ahead=options["months_ahead"],  # type: ignore[arg-type]
             since=options["since"],  # type: ignore[arg-type]
         )
         for name in created:
