@@ -22,16 +22,18 @@ cd "$(dirname "$0")/.."
 
 # The end-to-end directory is split by file name in three (it is the largest, and the fallback
 # lab alone takes minutes); each part starts a stack (gateway, simulators) of its own. The
-# cluster test (three gateways behind HAProxy) and the benchmark smoke, browser and foundation
-# tests are long and mostly wait: they share a shard.
-declare -a NAMES=(e2e-a e2e-m e2e-n slow)
+# benchmark smoke, browser and foundation tests are long and mostly wait: they share a shard.
+# The topologies (tests/cluster: three gateways behind HAProxy with Prometheus; tests/infra: a
+# Redis Cluster and PgBouncer) take minutes each, waiting on their processes: a shard of their own.
+declare -a NAMES=(e2e-a e2e-m e2e-n slow topology)
 declare -A DIRS=(
     [e2e-a]="tests/e2e/test_[a-l]*.py"
     [e2e-m]="tests/e2e/test_m*.py"
     [e2e-n]="tests/e2e/test_[n-z]*.py"
-    [slow]="tests/bench tests/browser tests/foundation tests/cluster"
+    [slow]="tests/bench tests/browser tests/foundation"
+    [topology]="tests/cluster tests/infra"
 )
-covered=" tests/e2e tests/bench tests/browser tests/foundation tests/cluster "
+covered=" tests/e2e tests/bench tests/browser tests/foundation tests/cluster tests/infra "
 rest=()
 for dir in tests/*/; do
     dir=${dir%/}
