@@ -172,6 +172,11 @@ def run_burst(
     return asyncio.run(burst(calls, timeout=timeout, done=done))
 
 
+def upstream_records_with(sim: SimulatorThread, marker: str) -> list[dict[str, Any]]:
+    """The simulator's records of the requests whose body holds `marker`."""
+    return [r for r in sim.requests() if marker in str(r["body"])]
+
+
 def run_burst_held_upstream(
     sim: SimulatorThread, calls: list[Call], *, marker: str, admitted: int
 ) -> list[Reply]:
@@ -191,14 +196,14 @@ def run_burst_held_upstream(
     sim.script({"match": marker, "pause_after_events": 4, "pause": 600, "times": -1})
     answered: list[Reply] = []
 
-    def held() -> int:
-        return sum(marker in str(r["body"]) for r in sim.requests())
-
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(run_burst, calls, timeout=120, done=answered)
         try:
             wait_for(
-                lambda: held() == admitted and len(answered) == len(calls) - admitted,
+                lambda: (
+                    len(upstream_records_with(sim, marker)) == admitted
+                    and len(answered) == len(calls) - admitted
+                ),
                 what=f"{admitted} requests held upstream and {len(calls) - admitted} refused",
             )
         finally:

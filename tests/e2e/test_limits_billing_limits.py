@@ -36,6 +36,7 @@ from tests.e2e.limits_billing_support import (
     post,
     run_burst,
     run_burst_held_upstream,
+    upstream_records_with,
 )
 
 pytestmark = pytest.mark.e2e
@@ -93,10 +94,6 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         started.stop()
 
 
-def _upstream_bodies(e2e: Stack, marker: str) -> list[dict]:
-    return [r for r in e2e.sim.requests() if marker in str(r["body"])]
-
-
 def _assert_429(reply: Reply, api: str, limit: int) -> None:
     assert reply.status == 429, reply.body
     retry = reply.headers["retry-after"]
@@ -141,7 +138,7 @@ def test_rpm_exact_across_gateway_processes(e2e: Stack, gateways: Gateways, proc
     assert len(resets) == 1, f"the burst straddled a minute: {resets}"
 
     # Refused requests never reached the upstream; admitted ones did, once.
-    assert len(_upstream_bodies(e2e, marker)) == 30
+    assert len(upstream_records_with(e2e.sim, marker)) == 30
     # Each admitted message was billed once; count_tokens never.
     billed = [r for r in ok if r.url.endswith(MESSAGES)]
     records = e2e.usage(org_id=key.org_id)
@@ -326,7 +323,9 @@ def test_redis_down_rpm_fails_open_and_money_fails_closed(e2e: Stack, gateways: 
         assert response.status_code == 503, response.text
         assert "unreachable" in response.text
     assert refused[0].json()["error"]["type"] == "api_error"
-    assert [r["path"] for r in _upstream_bodies(e2e, marker)] == ["/v1/messages/count_tokens"] * 2
+    assert [r["path"] for r in upstream_records_with(e2e.sim, marker)] == [
+        "/v1/messages/count_tokens"
+    ] * 2
     assert e2e.usage(org_id=key.org_id) == []
 
     # The fallback is counted in a metric (one per free request that took it).
