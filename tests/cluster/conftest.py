@@ -18,7 +18,8 @@ from gateway.simulator.testing import SimulatorThread
 from tests import services
 from tests.billing.harness import CeleryWorker, subprocess_env
 from tests.cluster.harness import Beat, Cluster, HAProxy, PgProxy, Prometheus
-from tests.cluster.traffic import Answer
+from tests.cluster.traffic import Answer, drive
+from tests.e2e.chat_support import SONNET
 from tests.e2e.conftest import Key, database_url
 from tests.services import RedisServer
 from tests.waiting import wait_for
@@ -87,6 +88,22 @@ class ClusterContext:
                 max_concurrency=concurrency,
             )
         return Key(secret=new.secret, org_id=org.pk, key_id=new.key.pk)
+
+    def hold_and_cost(self) -> tuple[int, int]:
+        """One traffic request's hold and what one such request really costs, in nano-USD.
+
+        The hold is the worst case of its prompt (a few words, far below 200 tokens) and its
+        max_tokens (64, tests/cluster/traffic.py); the cost is read from a probe request's
+        record. Caps in the money tests are sized from both."""
+        from catalog.snapshot import build_snapshot
+
+        with self.blocker.unblock():
+            model = build_snapshot().resolve(SONNET)
+        assert model is not None
+        probe = self.new_key()
+        (first,) = drive(self.url, probe.secret, 1, kinds=("chat",))
+        (record,) = self.usage(request_id=first.request_id)
+        return model.pricing.worst_case_nano(200, 64), record.cost_nano
 
     def usage(self, **filters: Any) -> list[Any]:
         from billing.models import UsageRecord

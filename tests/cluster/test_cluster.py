@@ -77,21 +77,10 @@ def test_rpm_is_enforced_globally(cluster: ClusterContext) -> None:
 
 
 def test_spend_cap_holds_across_nodes(cluster: ClusterContext) -> None:
-    from catalog.snapshot import build_snapshot
-
-    with cluster.blocker.unblock():
-        model = build_snapshot().resolve(SONNET)
-    assert model is not None
-    pricing = model.pricing
-    # One request's hold: the worst case of its prompt (a few words, far below 200 tokens)
-    # and its max_tokens (64, tests/cluster/traffic.py).
-    one_hold = pricing.worst_case_nano(200, 64)
-    probe = cluster.new_key()
-    (first,) = drive(cluster.url, probe.secret, 1, kinds=("chat",))
-    (record,) = cluster.usage(request_id=first.request_id)
+    one_hold, one_cost = cluster.hold_and_cost()
     # Room for a dozen answers and for four holds at once (admission counts the holds of the
     # requests in flight, whose worst case is above what they end up costing).
-    cap_nano = max(record.cost_nano * 12, one_hold * 4)
+    cap_nano = max(one_cost * 12, one_hold * 4)
     key = cluster.new_key(cap_nano=cap_nano)
     answers = drive(cluster.url, key.secret, 50, kinds=("chat", "messages"), max_retries=0)
     ok = [a for a in answers if a.ok]

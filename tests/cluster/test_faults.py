@@ -144,20 +144,12 @@ def test_redis_restarted_mid_traffic(cluster: ClusterContext) -> None:
     free requests fail open on each node's own limiter at the documented fraction of the RPM.
     After: the money state is rebuilt from PostgreSQL (a spend cap half used before the restart
     still holds), no hold is left behind or negative, every answer is billed once."""
-    from catalog.snapshot import build_snapshot
-
     nodes = cluster.cluster.nodes
     server = cluster.cluster.redis
     assert server is not None
     client = redis.Redis.from_url(cluster.cluster.redis_url)
-    with cluster.blocker.unblock():
-        model = build_snapshot().resolve(SONNET)
-    assert model is not None
-    one_hold = model.pricing.worst_case_nano(200, 64)
-    probe = cluster.new_key()
-    (first,) = drive(cluster.url, probe.secret, 1, kinds=("chat",))
-    (record,) = cluster.usage(request_id=first.request_id)
-    cap_nano = max(record.cost_nano * 12, one_hold * 4)
+    one_hold, one_cost = cluster.hold_and_cost()
+    cap_nano = max(one_cost * 12, one_hold * 4)
     capped = cluster.new_key(cap_nano=cap_nano)
     # Nearly half the cap spent before the restart: more than one hold, so a money state rebuilt
     # from nothing (not from the database) would let the spend pass the bound checked below.
@@ -166,7 +158,7 @@ def test_redis_restarted_mid_traffic(cluster: ClusterContext) -> None:
     before = drive(
         cluster.url,
         capped.secret,
-        math.ceil(cap_nano / 2 / record.cost_nano) - 1,
+        math.ceil(cap_nano / 2 / one_cost) - 1,
         kinds=("chat",),
         threads=2,
     )

@@ -84,16 +84,8 @@ def test_rpm_is_enforced_across_nodes_on_a_redis_cluster(infra: InfraContext) ->
 
 
 def test_spend_cap_holds_across_nodes_on_a_redis_cluster(infra: InfraContext) -> None:
-    from catalog.snapshot import build_snapshot
-
-    with infra.blocker.unblock():
-        model = build_snapshot().resolve(SONNET)
-    assert model is not None
-    one_hold = model.pricing.worst_case_nano(200, 64)
-    probe = infra.new_key()
-    (first,) = drive(infra.url, probe.secret, 1, kinds=("chat",))
-    (record,) = infra.usage(request_id=first.request_id)
-    cap_nano = max(record.cost_nano * 10, one_hold * 3)
+    one_hold, one_cost = infra.hold_and_cost()
+    cap_nano = max(one_cost * 10, one_hold * 3)
     key = infra.new_key(cap_nano=cap_nano)
     answers = drive(infra.url, key.secret, 40, kinds=("chat", "messages"), max_retries=0)
     ok = [a for a in answers if a.ok]
