@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from bench import loadgen
 from bench import peers as peer_mod
 from bench.procs import BenchError, cpu_seconds, process_tree
-from bench.yardstick import event_base, times
+from bench.yardstick import event_base, parallel_capacity, times
 
 if TYPE_CHECKING:
     from bench.run import Runner
@@ -124,6 +124,8 @@ async def scale(runner: Runner) -> None:
             "in the process); run with --db postgres"
         )
         return
+    runner.log("scale: the machine's own two-core capacity (the fixed loop, 1 and 2 at once)")
+    runner.rows.append({"section": "scale-machine", **await asyncio.to_thread(parallel_capacity)})
     gateways = {}
     # uvicorn with 1 and 2 workers, and granian with 2 (which server the image should run).
     for server, workers in SCALE_SERVERS:
@@ -330,6 +332,7 @@ def render_scale(rows: list[Row]) -> list[str]:
     else:
         out.append(f"No 2-worker cell stayed within one worker's p99 bound ({bound} ms).")
     out += _cpu_scaling(one, two)
+    out += _ceilings(rows, one)
     if gran:
         cpu_u = _median(list(two.values()), "cpu_ms_per_req")
         cpu_g = _median(list(gran.values()), "cpu_ms_per_req")
@@ -368,6 +371,41 @@ def _cpu_scaling(one: dict[int, Row], two: dict[int, Row]) -> list[str]:
         f"**{2 * cpu1 / cpu2:.2f}×** one worker. The wall ratio above is what this machine "
         "allows: its 2 cores also run the load generator, the upstream, PostgreSQL and Redis.",
     ]
+
+
+def _ceilings(rows: list[Row], one: dict[int, Row]) -> list[str]:
+    """The two ceilings on the wall ratio that this machine sets, measured in the same run.
+
+    - The machine's: two copies of the fixed loop, one per core, against one alone.
+    - The neighbours': at one worker's best cell, the load generator, the fake upstream,
+      PostgreSQL and Redis spend `side` ms of CPU for the gateway's `gw` ms on the same 2 cores,
+      so with every core busy the whole box serves at most 2 ÷ (gw + side) requests per ms,
+      against one worker's 1 ÷ gw: a ratio of at most 2 × gw ÷ (gw + side).
+    """
+    machine = next((r for r in rows if r["section"] == "scale-machine"), None)
+    out = [""]
+    if machine:
+        out.append(
+            "The machine: two fixed CPU loops at once, one per core, take "
+            f"{machine['pair_loop_ms']} ms against {machine['solo_loop_ms']} ms for one alone, "
+            "so its two cores do "
+            f"**{machine['parallel_capacity']:.2f}×** the work of one: the ceiling of any "
+            "two-process speed-up on it."
+        )
+    best = max(one.values(), key=lambda r: r["rps"])
+    gw = best["cpu_ms_per_req"]
+    side = sum(
+        best.get(k) or 0.0
+        for k in ("harness_cpu_ms_per_req", "upstream_cpu_ms_per_req", "services_cpu_ms_per_req")
+    )
+    if gw:
+        out.append(
+            f"The neighbours: at one worker's best cell (C={best['conc']}) the load generator, the "
+            f"fake upstream, PostgreSQL and Redis took {side:.3f} ms of CPU per request beside the "
+            f"gateway's {gw} ms, on the same cores: with both cores busy, 2 workers can serve at "
+            f"most **{2 * gw / (gw + side):.2f}×** one worker here."
+        )
+    return out
 
 
 def render(meta: dict[str, Any], rows: list[Row]) -> str:

@@ -66,6 +66,42 @@ def cpu_loop_ms(cpu: int | None) -> dict[str, float]:
     }
 
 
+def _loop_once(cpu: int | None) -> subprocess.Popen[str]:
+    pre = None if cpu is None else (lambda: __import__("os").sched_setaffinity(0, {cpu}))
+    return subprocess.Popen(
+        [sys.executable, "-c", _LOOP], stdout=subprocess.PIPE, text=True, preexec_fn=pre
+    )
+
+
+def _loop_ms(proc: subprocess.Popen[str]) -> float:
+    out, _ = proc.communicate(timeout=120)
+    if proc.returncode:
+        raise RuntimeError(f"the yardstick loop exited with {proc.returncode}")
+    return float(out.strip()) * 1000
+
+
+def parallel_capacity(cpus: tuple[int, int] = (0, 1)) -> dict[str, float]:
+    """What two cores of this machine do together, as a multiple of one core: the ceiling of any
+    two-process speed-up here, whatever the processes are.
+
+    The fixed loop alone on one core, then two copies at once, one per core, alternately, best of
+    LOOP_REPEATS each. Two cores that are really two give 2.0; vCPUs that are hyperthreads of one
+    physical core, or a host that overcommits its cores, give less, and so will two gateway
+    workers. (CPU time of each loop, as the loop measures it: pinned, it equals its wall time.)
+    """
+    solo, pair = [], []
+    for _ in range(LOOP_REPEATS):
+        solo.append(_loop_ms(_loop_once(cpus[0])))
+        both = [_loop_once(cpu) for cpu in cpus]
+        pair.append(max(_loop_ms(p) for p in both))  # the pair is done when both are
+    best_solo, best_pair = min(solo), min(pair)
+    return {
+        "solo_loop_ms": round(best_solo, 3),
+        "pair_loop_ms": round(best_pair, 3),
+        "parallel_capacity": round(2 * best_solo / best_pair, 2),
+    }
+
+
 def times(value: float | None, base: float | None) -> float | None:
     """value as a multiple of base (None when either is missing or base is zero)."""
     if value is None or not base:

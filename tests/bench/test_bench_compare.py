@@ -149,8 +149,17 @@ def test_workers_report_counts_scaling_in_cpu_seconds_and_shows_each_process_sha
             "harness_cpu_ms_per_req": 0.1, "upstream_cpu_ms_per_req": 0.05,
             "services_cpu_ms_per_req": 0.3, "process_shares": shares,
         })  # fmt: skip
+    rows.append({
+        "section": "scale-machine", "solo_loop_ms": 30.0, "pair_loop_ms": 40.0,
+        "parallel_capacity": 1.5,
+    })  # fmt: skip
     md = compare.render(META, rows)
     assert "| 97% / 3% |" in md and "| 50% / 50% |" in md
+    # The machine's two cores do 2 × 30 ÷ 40 = 1.5× one; one worker's best cell (C=16, 400
+    # req/s) spent 0.45 ms beside its 1.0 ms: 2 × 1.0 ÷ 1.45 = 1.38× at most.
+    assert "its two cores do **1.50×** the work of one" in md
+    assert "0.450 ms of CPU per request beside the gateway's 1.0 ms" in md
+    assert "at most **1.38×** one worker here" in md
     # C ≥ 16 only: 1.0 ms against 1.25 ms, so a core per worker gives 2 × 1.0 ÷ 1.25.
     assert "1 worker 1.000 ms of gateway CPU per request, 2 workers 1.250 ms" in md
     assert "**1.60×** one worker" in md
