@@ -10,18 +10,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from typing import Any
 
-import openai
 import pytest
 import redis
 
 from gateway.routing import cooldown_key
 from tests.cluster.conftest import HOLD_TTL_SECONDS, NODES, ClusterContext, sigkill
-from tests.cluster.harness import NODE_HEADER
 from tests.cluster.metrics import node_metric
-from tests.cluster.traffic import Answer, Load, call, drive
-from tests.e2e.chat_support import SONNET, WEATHER_TOOL
+from tests.cluster.traffic import Answer, Load, call, drive, second_turns_sent, thinking_tool_loop
 from tests.e2e.conftest import Key
 from tests.waiting import wait_for
 
@@ -141,34 +137,13 @@ def test_cooldown_set_on_one_node_is_honoured_by_the_others(cluster: ClusterCont
 
 def test_thinking_tool_loop_across_nodes(cluster: ClusterContext) -> None:
     key = cluster.new_key()
-    api = openai.OpenAI(base_url=cluster.url + "/openai/v1", api_key=key.secret, max_retries=0)
-    params: dict[str, Any] = {
-        "model": SONNET,
-        "max_completion_tokens": 2000,
-        "tools": [WEATHER_TOOL],
-        "reasoning_effort": "medium",
-    }
-    messages: list[Any] = [{"role": "user", "content": "Weather in Bergen? Use the tool."}]
-    first_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
-    first = first_raw.parse()
-    assert first.choices[0].finish_reason == "tool_calls"
-    call_ = first.choices[0].message.tool_calls[0]
-    messages.append(first.choices[0].message)
-    messages.append({"role": "tool", "tool_call_id": call_.id, "content": "7°C and rain"})
-    # Round-robin with nothing else running: the next turn lands on another node, which finds
+    # Round-robin with nothing else running: the second turn lands on another node, which finds
     # the signed thinking block in Redis and sends it back upstream.
-    second_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
-    second = second_raw.parse()
-    assert first_raw.headers[NODE_HEADER] != second_raw.headers[NODE_HEADER]
-    assert second.choices[0].message.content == "Tool said: 7°C and rain"
-    sent = [
-        r["body"]
-        for sim in cluster.sims.values()
-        for r in sim.requests()
-        if "Bergen" in str(r.get("body")) and len(r["body"].get("messages", [])) == 3
-    ]
-    assert len(sent) == 1
-    assistant = sent[0]["messages"][1]
+    loop = thinking_tool_loop(cluster.url, key.secret, "Bergen", "7°C and rain")
+    assert loop.first_node != loop.second_node
+    assert loop.answer == "Tool said: 7°C and rain"
+    (sent,) = second_turns_sent(cluster.sims.values(), "Bergen")
+    assistant = sent["messages"][1]
     assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
     assert assistant["content"][0]["signature"]
 

@@ -16,7 +16,7 @@ import httpx
 import openai
 
 from tests.cluster.harness import NODE_HEADER
-from tests.e2e.chat_support import SONNET
+from tests.e2e.chat_support import SONNET, WEATHER_TOOL
 
 KINDS = ("chat", "chat-stream", "messages", "messages-stream", "responses")
 
@@ -163,3 +163,52 @@ class Load:
         for thread in self._threads:
             thread.join(120)
         return self.answers
+
+
+@dataclass(frozen=True)
+class ThinkingLoop:
+    first_node: str
+    second_node: str
+    answer: str | None
+
+
+def thinking_tool_loop(
+    url: str, secret: str, place: str, result: str, *, between: Callable[[], Any] | None = None
+) -> ThinkingLoop:
+    """An OpenAI-format tool loop with thinking, two turns through `url`: the first ends in a
+    tool call (its signed thinking block kept by the gateway, in Redis), the second sends the
+    tool's `result` back. `between` runs between the turns (a wait for the stored block)."""
+    api = openai.OpenAI(base_url=url + "/openai/v1", api_key=secret, max_retries=0)
+    params: dict[str, Any] = {
+        "model": SONNET,
+        "max_completion_tokens": 2000,
+        "tools": [WEATHER_TOOL],
+        "reasoning_effort": "medium",
+    }
+    messages: list[Any] = [{"role": "user", "content": f"Weather in {place}? Use the tool."}]
+    first_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
+    first = first_raw.parse()
+    assert first.choices[0].finish_reason == "tool_calls"
+    tool_call = first.choices[0].message.tool_calls[0]
+    if between is not None:
+        between()
+    messages += [
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": tool_call.id, "content": result},
+    ]
+    second_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
+    return ThinkingLoop(
+        first_raw.headers[NODE_HEADER],
+        second_raw.headers[NODE_HEADER],
+        second_raw.parse().choices[0].message.content,
+    )
+
+
+def second_turns_sent(sims: Iterable[Any], place: str) -> list[dict[str, Any]]:
+    """The bodies the upstreams got for a loop's second turn (user, assistant, tool result)."""
+    return [
+        r["body"]
+        for sim in sims
+        for r in sim.requests()
+        if place in str(r.get("body")) and len(r["body"].get("messages", [])) == 3
+    ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
 
 import httpx
 import pytest
@@ -15,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.crc import key_slot
 
 from gateway.routing import cooldown_key
-from tests.cluster.traffic import call, drive
-from tests.e2e.chat_support import SONNET
+from tests.cluster.metrics import node_metric
+from tests.cluster.traffic import call, drive, second_turns_sent, thinking_tool_loop
 from tests.infra.conftest import NODES, InfraContext
 from tests.waiting import wait_for
 
@@ -104,11 +103,8 @@ def test_spend_cap_holds_across_nodes_on_a_redis_cluster(infra: InfraContext) ->
 def test_cooldown_and_thinking_store_are_shared_through_the_cluster(
     infra: InfraContext,
 ) -> None:
-    import openai
 
     from catalog.models import Deployment
-    from tests.cluster.harness import NODE_HEADER
-    from tests.e2e.chat_support import WEATHER_TOOL
 
     key = infra.new_key()
     client = infra.redis_cluster.client()
@@ -124,11 +120,15 @@ def test_cooldown_and_thinking_store_are_shared_through_the_cluster(
             assert answer.ok, answer
             n += 1
             assert n < 200, "i1 never put cl-b in cooldown"
-        # i2 reads cooldowns at most once a second, in the background of a request: one request
-        # starts a sync, a second after it the next starts another that surely sees the key.
-        assert call(i2, key.secret, "messages", "warm up").ok
-        time.sleep(1.2)  # the sync period, not a wait for readiness
-        assert call(i2, key.secret, "messages", "warm up").ok
+
+        # i2 reads cooldowns at most once a second, in the background of a request: warm it up
+        # (answered by failover) until its own gauge shows the cooldown, a condition rather
+        # than a sleep of one sync period that a busy machine outlasts.
+        def synced() -> bool:
+            assert call(i2, key.secret, "messages", "warm up").ok
+            return node_metric(i2, "ezat_deployments_cooling") >= 1
+
+        wait_for(synced, what="i2 to read cl-b's cooldown from Redis", interval=0.5)
         seen = len(sim.requests())
         for i in range(10):
             assert call(i2, key.secret, ("messages", "chat")[i % 2], f"i2 after {i}").ok
@@ -138,39 +138,22 @@ def test_cooldown_and_thinking_store_are_shared_through_the_cluster(
         client.delete(cooldown_key(failing.id))
 
     # A thinking tool loop whose turns land on both nodes: the second finds the first's signed
-    # thinking block in the cluster (keys tagged by org).
-    api = openai.OpenAI(base_url=infra.url + "/openai/v1", api_key=key.secret, max_retries=0)
-    params: dict[str, Any] = {
-        "model": SONNET,
-        "max_completion_tokens": 2000,
-        "tools": [WEATHER_TOOL],
-        "reasoning_effort": "medium",
-    }
-    messages: list[Any] = [{"role": "user", "content": "Weather in Tromsø? Use the tool."}]
-    first_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
-    first = first_raw.parse()
-    assert first.choices[0].finish_reason == "tool_calls"
-    tool_call = first.choices[0].message.tool_calls[0]
-    # On the primary that owns the org's tag, whichever node wrote it.
-    wait_for(
-        lambda: infra.redis_cluster.scan(f"ezat:thinking:{{{key.org_id}}}:*"),
-        what="the thinking block in the cluster",
+    # thinking block in the cluster (keys tagged by org), on the primary that owns the org's tag,
+    # whichever node wrote it.
+    loop = thinking_tool_loop(
+        infra.url,
+        key.secret,
+        "Tromsø",
+        "-2°C and snow",
+        between=lambda: wait_for(
+            lambda: infra.redis_cluster.scan(f"ezat:thinking:{{{key.org_id}}}:*"),
+            what="the thinking block in the cluster",
+        ),
     )
-    messages += [
-        first.choices[0].message,
-        {"role": "tool", "tool_call_id": tool_call.id, "content": "-2°C and snow"},
-    ]
-    second_raw = api.chat.completions.with_raw_response.create(messages=messages, **params)
-    assert first_raw.headers[NODE_HEADER] != second_raw.headers[NODE_HEADER]
-    assert second_raw.parse().choices[0].message.content == "Tool said: -2°C and snow"
-    sent = [
-        r["body"]
-        for s in infra.sims.values()
-        for r in s.requests()
-        if "Tromsø" in str(r.get("body")) and len(r["body"].get("messages", [])) == 3
-    ]
-    assert len(sent) == 1
-    assert [b["type"] for b in sent[0]["messages"][1]["content"]] == ["thinking", "tool_use"]
+    assert loop.first_node != loop.second_node
+    assert loop.answer == "Tool said: -2°C and snow"
+    (sent,) = second_turns_sent(infra.sims.values(), "Tromsø")
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["thinking", "tool_use"]
     assert_nothing_swallowed(infra)
 
 
