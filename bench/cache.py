@@ -16,11 +16,10 @@ fresh caches each time), in two scenarios:
   everything (a scripted fault), so the gateway's own failure counting cools it down; at 2/3 the
   fault is cleared and, once the cooldown has run out, the gateway finds it healthy again.
 
-The replay is an event loop in simulated time. A request is sent at its start time and its
-reply is held by the simulator until the answer's end time, so requests overlap as they would in
-production; the next event waits until the gateway has routed the request (it reached a
-simulator) or returned its answer. That makes every policy's run deterministic: the same seed
-gives the same numbers (tests/bench/test_cache_bench.py).
+The runs are listed in bench/cache_runs.py; each is replayed by bench/cache_replay.py, an event
+loop in simulated time that makes every policy's run deterministic (the same seed gives the same
+numbers: tests/bench/test_cache_bench.py). bench/cache_report.py turns the outcomes into cache.json
+and renders cache.md; bench/cache_readme.py renders the README block from a committed cache.json.
 
 Writes `cache.md` and `cache.json` to --out (default bench/results/<stamp>[-quick]/).
 """
@@ -40,94 +39,28 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 
-from bench import cache_report
-from bench.cache_metrics import Outcome
-from bench.cache_upstreams import Arrival, Upstreams
-from bench.cache_workload import MODEL, PROMPTS, Profile, Request, Workload, generate
+from bench import cache_readme, cache_report
+from bench.cache_replay import Replay, RunResult
+from bench.cache_runs import (
+    COOLDOWN_FAILURES,
+    DEFAULT_POLICY,
+    DEPLOYMENTS,
+    PREFIX_AWARE_DEFAULT,
+    RunSpec,
+    ab_specs,
+    run_specs,
+)
+from bench.cache_upstreams import Upstreams
+from bench.cache_workload import MODEL, PROMPTS, Profile, Workload, generate
 from bench.procs import REPO, UPSTREAM_KEY, BenchError, Procs, cpu_seconds, pin
 from gateway.simulator.cache import PromptCache
-
-DEPLOYMENTS = 4
-CHURNED = 1  # index of the deployment that cools down in the churn scenario
-# The gateway's defaults (ezat/settings.py); tests/bench/test_cache_bench.py keeps them in step.
-DEFAULT_POLICY = "rendezvous"
-PREFIX_AWARE_DEFAULT = True
-COOLDOWN_FAILURES = 3
-ARRIVAL_TIMEOUT = 60.0  # real seconds for the gateway to route one request
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    scenario: str  # "base" or "churn"
-    policy: str  # EZAT_ROUTING_POLICY
-    prefix_aware: bool | None  # EZAT_ROUTING_PREFIX_AWARE; None = the gateway's default
-    seed_offset: int = 0  # > 0: the fallback's A/B on another seed's workload
-    attempt: int = 0  # > 0: run again (see CacheBench.one_deterministic)
-    prompts: str = "shared"  # the workload's Profile.prompts
-
-    @property
-    def name(self) -> str:
-        if self.policy == DEFAULT_POLICY and self.prefix_aware is None:
-            return "ezat"
-        if self.prefix_aware is not None:
-            return f"{self.policy}-fallback-{'on' if self.prefix_aware else 'off'}"
-        return self.policy
-
-    @property
-    def org(self) -> str:
-        extra = f"-seed+{self.seed_offset}" if self.seed_offset else ""
-        again = f"-again{self.attempt}" if self.attempt else ""
-        own = "-own" if self.prompts == "own" else ""
-        return f"cache-{self.scenario}-{self.name}{own}{extra}{again}"
-
-    def env(self) -> dict[str, str]:
-        env = {"EZAT_ROUTING_POLICY": self.policy}
-        if self.prefix_aware is not None:
-            env["EZAT_ROUTING_PREFIX_AWARE"] = "true" if self.prefix_aware else "false"
-        return env
-
-
-def run_specs(names: set[str] | None = None, prompts: Sequence[str] = ("shared",)) -> list[RunSpec]:
-    """Every run, base scenario first, per workload; `names` keeps a subset (EZAT's runs always
-    stay). The fallback's A/B runs on the shared-prompt workload only: with no prompt shared
-    between conversations there is nothing for it to find elsewhere."""
-    policies = [
-        (DEFAULT_POLICY, None),  # EZAT: the gateway as shipped
-        (DEFAULT_POLICY, not PREFIX_AWARE_DEFAULT),  # the fallback's A/B
-        ("modulo", None),
-        ("round_robin", None),
-        ("random", None),
-        ("least_busy", None),
-    ]
-    specs = [
-        RunSpec(s, p, pa, prompts=w)
-        for w in prompts
-        for s in ("base", "churn")
-        for p, pa in policies
-        if w == "shared" or pa is None
-    ]
-    if names:
-        specs = [spec for spec in specs if spec.name in names or spec.name == "ezat"]
-    return specs
-
-
-def ab_specs(extra_seeds: int) -> list[RunSpec]:
-    """The breakpoint-aware fallback on and off, churn scenario, on other seeds' workloads: one
-    seed's gain could be luck of that workload."""
-    return [
-        RunSpec("churn", DEFAULT_POLICY, on, offset)
-        for offset in range(1, extra_seeds + 1)
-        for on in (True, False)
-    ]
-
 
 # --- the gateway's set-up, in one Django process each way -----------------------------------
 SETUP = """
@@ -163,147 +96,6 @@ def django_json(procs: Procs, env: dict[str, str], script: str, spec: dict[str, 
         if line.startswith("EZAT_BENCH_JSON"):
             return orjson.loads(line[len("EZAT_BENCH_JSON") :])
     raise BenchError(f"no result from the Django shell:\n{out[-2000:]}")
-
-
-# --- one replay -------------------------------------------------------------------------------
-@dataclass(slots=True)
-class RunResult:
-    spec: RunSpec
-    outcomes: list[Outcome]
-    real_seconds: float
-    gateway_cpu_s: float
-    redis_commands: int | None
-    window_real_s: float  # real seconds between the churn events (also measured in base runs)
-    fault_hits: int
-    cooldown_s: float
-    unexpected: int
-    notes: list[str]
-
-
-class Replay:
-    """The event loop of one run, in simulated time (see the module docstring)."""
-
-    def __init__(
-        self,
-        workload: Workload,
-        ups: Upstreams,
-        http: aiohttp.ClientSession,
-        gateway: str,
-        key: str,
-        *,
-        churn: bool,
-        cooldown_s: float,
-    ) -> None:
-        self.workload = workload
-        self.ups = ups
-        self.http = http
-        self.gateway = gateway
-        self.key = key
-        self.churn = churn
-        self.cooldown_s = cooldown_s
-        self.outcomes: list[Outcome] = []
-        self.notes: list[str] = []
-        self._pending: dict[tuple[int, int], tuple[asyncio.Task[tuple[int, bytes]], Arrival]] = {}
-        self.fault_at = self.recover_at = 0.0
-        self.fault_wall = 0.0
-        self.fault_hits = 0
-
-    def events(self) -> list[tuple[float, int, int, str, Request | None]]:
-        # At one instant: answers end first (a client sees them before it sends anything new),
-        # then the churn events, then new requests; ties in the workload's own order.
-        events: list[tuple[float, int, int, str, Request | None]] = []
-        for seq, req in enumerate(self.workload.requests()):
-            events.append((req.start, 2, seq, "start", req))
-            events.append((req.end, 0, seq, "end", req))
-        outage, back = self.workload.churn_window()
-        events.append((outage, 1, 0, "fault", None))
-        events.append((back, 1, 1, "recover", None))
-        events.sort(key=lambda e: e[:3])
-        return events
-
-    async def run(self) -> None:
-        for at, _, _, kind, req in self.events():
-            self.ups.at(at)
-            if kind == "start" and req is not None:
-                await self._start(req)
-            elif kind == "end" and req is not None:
-                await self._end(req)
-            elif kind == "fault":
-                self.fault_at = time.monotonic()
-                self.fault_wall = time.time()
-                if self.churn:
-                    self.ups.fault(CHURNED, {"status": 529, "times": -1})
-            elif kind == "recover":
-                self.recover_at = time.monotonic()
-                if self.churn:
-                    await self._recover()
-
-    def _request(self, req: Request) -> tuple[str, bytes, dict[str, str]]:
-        url = self.gateway + req.path
-        headers = {"content-type": "application/json"}
-        if req.conversation.app.api == "messages":
-            headers |= {"x-api-key": self.key, "anthropic-version": "2023-06-01"}
-        else:
-            headers["authorization"] = f"Bearer {self.key}"
-        return url, orjson.dumps(req.body()), headers
-
-    async def _send(self, req: Request) -> tuple[int, bytes]:
-        url, body, headers = self._request(req)
-        async with self.http.post(url, data=body, headers=headers) as resp:
-            return resp.status, await resp.read()
-
-    async def _start(self, req: Request) -> None:
-        key = (req.conversation.id, req.turn)
-        arrival = self.ups.expect(key)
-        task = asyncio.create_task(self._send(req))
-        done, _ = await asyncio.wait(
-            {arrival, task}, timeout=ARRIVAL_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-        )
-        if arrival in done:
-            self._pending[key] = (task, arrival.result())
-            return
-        # Answered (or timed out) without reaching a simulator: an error of the gateway.
-        self.ups.release(key)
-        status, body = await task if task in done else (0, b"timeout")
-        if not task.done():
-            task.cancel()
-        self.outcomes.append(
-            Outcome(req.conversation.id, req.turn, req.start, None, status=status,
-                    error=body[:300].decode(errors="replace") or "no answer")
-        )  # fmt: skip
-
-    async def _end(self, req: Request) -> None:
-        key = (req.conversation.id, req.turn)
-        pending = self._pending.pop(key, None)
-        if pending is None:
-            return  # it failed at its start
-        task, arrived = pending
-        self.ups.release(key)
-        status, body = await task
-        outcome = Outcome.from_usage(
-            req.conversation.id, req.turn, req.start, arrived.deployment, arrived.usage
-        )
-        end_marker = b"[DONE]" if req.conversation.app.api == "chat" else b"message_stop"
-        if status != 200 or (req.conversation.stream and end_marker not in body[-400:]):
-            outcome = Outcome(
-                req.conversation.id, req.turn, req.start, None, status=status,
-                error=body[:300].decode(errors="replace") or f"HTTP {status}",
-            )  # fmt: skip
-        self.outcomes.append(outcome)
-
-    async def _recover(self) -> None:
-        """Clear the fault, then wait (real time) until the gateway's cooldown has run out, so
-        the next request that prefers this deployment tries it and finds it healthy."""
-        self.ups.clear_faults(CHURNED)
-        hits = self.ups.fault_times(CHURNED)
-        self.fault_hits = len(hits)
-        if len(hits) != COOLDOWN_FAILURES:
-            after = ", ".join(f"{t - self.fault_wall:.2f}" for t in hits)
-            self.notes.append(f"fault hits, seconds after the outage began: {after}")
-        if hits:
-            wait = max(hits) + self.cooldown_s + 0.2 - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
 
 
 # --- the whole benchmark --------------------------------------------------------------------
@@ -732,7 +524,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.readme_from:
-        cache_report.update_readme(Path(args.readme_from))
+        cache_readme.update_readme(Path(args.readme_from))
         return
     if args.pin:
         pin(os.getpid(), 1)
@@ -752,7 +544,7 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown)
     print(f"wrote {out / 'cache.md'} and {out / 'cache.json'}", file=sys.stderr)
     if args.update_readme:
-        cache_report.update_readme(out)
+        cache_readme.update_readme(out)
     every = [data, *data.get("workloads", {}).values()]
     if any(r["errors"] or not r["bill_matches"] for d in every for r in d["runs"]):
         sys.exit(2)

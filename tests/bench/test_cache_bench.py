@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 
 from bench import cache as cache_bench
-from bench import cache_report
+from bench import cache_readme, cache_report
 from bench.cache_metrics import Moves, Outcome, churn, moves, totals
 from bench.cache_workload import MODEL, Profile, generate, parse_marker
 from ezat.pricing import Prices, PriceSchedule, PriceTier
@@ -231,12 +231,12 @@ def test_the_gateways_defaults_are_the_benchmarks() -> None:
 
 def test_readme_block_is_generated_from_the_committed_results() -> None:
     """The README's claim is a rendering of a committed cache.json, and so is its cache.md."""
-    source = cache_report.readme_source()
+    source = cache_readme.readme_source()
     assert source is not None, "README.md has no cache-bench block"
     results = REPO / source
     data = orjson.loads((results / "cache.json").read_bytes())
     readme = (REPO / "README.md").read_text()
-    assert cache_report.readme_block(data, source) in readme
+    assert cache_readme.readme_block(data, source) in readme
     assert (results / "cache.md").read_text() == cache_report.render(data)
     assert not data["meta"]["quick"]
     assert cache_report.complete(data)
@@ -251,7 +251,7 @@ def test_readme_block_is_generated_from_the_committed_results() -> None:
 def test_a_second_workload_is_rendered_beside_the_first() -> None:
     """cache.json with `workloads.own` (the same shape): cache.md gets its section and
     targets, the README block its line, from the same file."""
-    source = cache_report.readme_source()
+    source = cache_readme.readme_source()
     assert source is not None
     data = orjson.loads((REPO / source / "cache.json").read_bytes())
     own = {**data, "fallback_ab": [], "ceiling": {"hit_rate": 0.8}}
@@ -268,14 +268,14 @@ def test_a_second_workload_is_rendered_beside_the_first() -> None:
     assert f"{ezat / rr:.2f}× — **met**" in section
     assert "Ceiling (every request in one cache): 80.0 %" in section
     assert "### Checks, workload `own`" in section
-    block = cache_report.readme_block(data, source)
+    block = cache_readme.readme_block(data, source)
     line = block.splitlines()[-2]
     assert line.startswith("Same run, second workload (every conversation with a system prompt")
     assert f"**EZAT routing: {cache_report.pct(ezat)} hit rate" in line
     assert "the 3× target is met" in line
     own["runs"] = [r for r in own["runs"] if r["name"] != "random"]
     with pytest.raises(ValueError, match="own"):
-        cache_report.readme_block(data, source)
+        cache_readme.readme_block(data, source)
 
 
 def _quick(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
