@@ -47,6 +47,7 @@ import aiohttp
 import orjson
 
 from bench import cache_readme, cache_report
+from bench.cache_gateways import Gateways
 from bench.cache_replay import Replay, RunResult
 from bench.cache_runs import (
     COOLDOWN_FAILURES,
@@ -67,6 +68,8 @@ SETUP = """
 import io, json, os
 from django.core.management import call_command
 spec = json.loads(os.environ["EZAT_BENCH_CACHE"])
+for args in spec.get("commands", []):  # migrate and load the catalog, the first time only
+    call_command(*args, stdout=io.StringIO())
 for i, url in enumerate(spec["urls"]):  # none when only orgs are added
     call_command("add_deployment", f"sim-{i}", url=url, api_key=spec["key"], models=[spec["model"]],
                  max_concurrency=100000, stdout=io.StringIO())
@@ -115,6 +118,8 @@ class CacheBench:
         self.redis_url = ""
         self.ceilings: dict[str, dict[str, float]] = {}  # by Profile.prompts
         self.price_tiers: list[dict[str, Any]] | None = None  # the model's, from /api/models
+        self.next_spec: RunSpec | None = None  # the run after the current one
+        self.gateways = Gateways(self.procs, self.server_cpu)
 
     def log(self, msg: str) -> None:
         print(f"[bench.cache {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -134,23 +139,26 @@ class CacheBench:
         try:
             env = self.procs.gateway_env(args.db, redis)
             self.redis_url = env["REDIS_URL"]
-            self.procs.manage(env, "migrate", "--noinput")
-            self.procs.manage(env, "load_catalog")
             spec = {
                 "urls": self.ups.urls(),
                 "key": UPSTREAM_KEY,
                 "model": MODEL,
                 "orgs": [s.org for s in specs + extra],
             }
-            keys = await asyncio.to_thread(django_json, self.procs, env, SETUP, spec)
+            # One Django process for the whole set-up (each start costs ~1 s of CPU).
+            first = {**spec, "commands": [["migrate", "--noinput"], ["load_catalog"]]}
+            keys = await asyncio.to_thread(django_json, self.procs, env, SETUP, first)
             connector = aiohttp.TCPConnector(limit=0, force_close=False)
             # No read timeout: replies are held for as long as the harness waits (a cooldown
             # running out can take minutes); arrivals have their own deadline.
             timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
             async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-                for run in specs + extra:
+                runs = specs + extra
+                for i, run in enumerate(runs):
+                    self.next_spec = runs[i + 1] if i + 1 < len(runs) else None
                     result = await self.one_deterministic(run, env, keys, http)
                     self.results.append(result)
+                await self.gateways.discard()
             orgs = [r.spec.org for r in self.results]
             read_back = await asyncio.to_thread(
                 django_json, self.procs, env, READ_BACK, {**spec, "urls": [], "orgs": orgs}
@@ -216,17 +224,8 @@ class CacheBench:
         if spec.scenario == "base" and spec.name == "ezat" and not spec.seed_offset:
             self.ups.shadow = PromptCache(clock=self.ups.clock)
         self._flush_private_redis()
-        genv = {
-            **env,
-            **spec.env(),
-            "EZAT_ROUTING_SEED": str(self.args.seed),
-            "EZAT_COOLDOWN_FAILURES": str(COOLDOWN_FAILURES),
-            "EZAT_COOLDOWN_SECONDS": str(cooldown),
-        }
-        port, pid = await asyncio.to_thread(
-            self.procs.start_gateway, genv, "uvicorn", self.server_cpu
-        )
-        proc = self.procs.children[-1]
+        port, pid = await self.gateways.start(spec, self._gateway_env(env, spec, cooldown))
+        proc = next(p for p in self.procs.children if p.pid == pid)
         if self.price_tiers is None:
             self.price_tiers = await self._price_tiers(http, port)
         replay = Replay(
@@ -237,6 +236,7 @@ class CacheBench:
         cpu_before = cpu_seconds(pid)
         t0 = time.monotonic()
         try:
+            self._prestart(env)
             await replay.run()
             elapsed = time.monotonic() - t0
             cpu = cpu_seconds(pid) - cpu_before
@@ -276,6 +276,24 @@ class CacheBench:
             unexpected=self.ups.unexpected,
             notes=notes,
         )
+
+    def _gateway_env(self, env: dict[str, str], spec: RunSpec, cooldown: float) -> dict[str, str]:
+        return {
+            **env,
+            **spec.env(),
+            "EZAT_ROUTING_SEED": str(self.args.seed),
+            "EZAT_COOLDOWN_FAILURES": str(COOLDOWN_FAILURES),
+            "EZAT_COOLDOWN_SECONDS": str(cooldown),
+        }
+
+    def _prestart(self, env: dict[str, str]) -> None:
+        """The next run's gateway, started while this run replays (bench/cache_gateways.py).
+        Only without Redis: with it, the next gateway would start beside state this run leaves
+        there, which _flush_private_redis clears before each run."""
+        nxt = self.next_spec
+        if nxt is not None and not self.redis_url:
+            cooldown = self.cooldown_for(nxt) if nxt.scenario == "churn" else 30.0
+            self.gateways.prestart(nxt, self._gateway_env(env, nxt, cooldown))
 
     async def _price_tiers(self, http: aiohttp.ClientSession, port: int) -> list[dict[str, Any]]:
         """The catalog prices as the gateway publishes them (GET /api/models)."""
