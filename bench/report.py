@@ -250,7 +250,8 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
         "",
         f"commit {meta['commit']} · {meta['cpu']} · {meta['cpus']} CPUs · Linux {meta['kernel']} · "
         f"Python {meta['python']} · server {meta['server']} · db {meta['db']} · "
-        f"redis {'on' if meta['redis'] else 'off'} · pinned {'yes' if meta['pinned'] else 'no'}",
+        f"redis {'on' if meta['redis'] else 'off'} · pinned {'yes' if meta['pinned'] else 'no'}"
+        + (f" · {meta['wall_seconds']} s in all" if meta.get("wall_seconds") else ""),
         "",
         f"Each cell: warm-up, then at most {plan.requests:,} requests or {plan.seconds} s, closed "
         "loop. Requests: max_tokens 64, one user message of ≈4 chars/token; the upstream streams "

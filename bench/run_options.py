@@ -15,7 +15,7 @@ QUIET_CPUS = 0.3  # other processes' load (in CPUs) below which a cell counts as
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="EZAT Router benchmark matrix")
-    parser.add_argument("--quick", action="store_true", help="smoke run (< 60 s), for CI")
+    parser.add_argument("--quick", action="store_true", help="smoke run (under 2 minutes), for CI")
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
         "--redis",
@@ -45,13 +45,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         metavar="N",
-        help="100k-token requests per memory check (default 1,000; quick 40), in batches of 100",
+        help="100k-token requests per memory check (default 1,000; quick 24), in batches of 100",
     )
     parser.add_argument(
         "--open-levels",
         default=None,
         metavar="N,N",
-        help="held-open levels of the sustained open-streams shape (default: 1,000; quick 50); "
+        help="held-open levels of the sustained open-streams shape (default: 1,000; quick 30); "
         "the report names the largest whose TTFT p99 stays within 1.5x the bare upstream's",
     )
     parser.add_argument(

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -115,13 +116,27 @@ def test_prompt_size_is_about_four_chars_per_token() -> None:
     assert len(loadgen.prompt_text(1000)) == 4000
 
 
+# Issue 22: `--quick` (what CI runs) stays under 2 minutes. Measured with the suite's shards
+# beside it on a 2-core machine it takes about half of that; the assertion allows QUICK_SLACK x
+# the budget so that a CI machine busier than that does not fail it, while a run that has grown
+# back towards its old 3.5 minutes (in CI) does.
+QUICK_BUDGET_S = 120
+QUICK_SLACK = 1.5
+
+
 def _run_quick(tmp_path: Path, *args: str, timeout: int) -> tuple[str, dict]:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), *args]
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    started = time.monotonic()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return (out / "report.md").read_text(), orjson.loads((out / "results.json").read_bytes())
+    results = orjson.loads((out / "results.json").read_bytes())
+    phases = results["meta"]["phase_seconds"]
+    print(f"bench.run --quick {' '.join(args)}: {elapsed:.1f} s ({phases})")
+    assert elapsed < QUICK_BUDGET_S * QUICK_SLACK, (elapsed, phases)
+    return (out / "report.md").read_text(), results
 
 
 def _matrix_keys(results: dict, target: str) -> set[tuple]:
@@ -151,7 +166,8 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
     assert "### Open streams" in markdown
     shapes = {r.get("shape") for r in results["rows"] if r["section"] == "open"}
     assert shapes == {"burst", "sustained"}
-    assert "| sustained: 50 new/s" in markdown
+    rate = round(plan["open_streams"] / plan["sustained_seconds"])
+    assert f"| sustained: {rate} new/s" in markdown
     assert "### CPU per streamed event" in markdown
     # The yardstick comes first in every run, with every figure filled in.
     yard = [r for r in results["rows"] if r["section"] == "yardstick"]
@@ -165,6 +181,7 @@ def test_run_quick_upstream_only(tmp_path: Path) -> None:
 @pytest.mark.timeout(600)  # above the subprocess's own 420 s: its error says what hung
 def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     markdown, results = _run_quick(tmp_path, timeout=420)
+    assert set(results["meta"]["phase_seconds"]) == {"yardstick", "upstream", "gateway", "cache"}
     keys = _matrix_keys(results, "gateway")
     assert {k[0] for k in keys} == {"messages", "openai", "responses"}
     assert len(keys) == 3 * len(_matrix_keys(results, "upstream"))
