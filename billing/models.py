@@ -54,13 +54,17 @@ class UsageRecord(models.Model):
         STREAM_FAILED = "stream_failed", "Stream failed (partial)"
 
     request_id = models.CharField(max_length=160, unique=True)
-    org = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="usage_records")
+    # No index of its own: `usage_org_created` (org first) serves every org filter (0008).
+    org = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="usage_records", db_index=False
+    )
     api_key = models.ForeignKey(
         ApiKey, null=True, on_delete=models.SET_NULL, related_name="usage_records"
     )
     api = models.CharField(max_length=16)  # "messages" or "chat"
     stream = models.BooleanField(default=False)
-    model_id = models.CharField(max_length=128, db_index=True)  # the model that answered
+    # The model that answered. Unindexed: it is only filtered within an org's window (0008).
+    model_id = models.CharField(max_length=128)
     model_name = models.CharField(max_length=128)  # as the caller sent it
     # The canonical id of the model asked for (ezat/auto for the auto model): differs from
     # model_id when a fallback answered. Blank on records written before fallbacks existed.
@@ -130,7 +134,10 @@ class RequestLog(models.Model):
         ERROR = "error", "Error"
 
     request_id = models.CharField(max_length=160)
-    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="request_logs")
+    # No index of its own: `reqlog_org_created` (org first) serves every org filter (0008).
+    org = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="request_logs", db_index=False
+    )
     api_key = models.ForeignKey(
         ApiKey, null=True, on_delete=models.SET_NULL, related_name="request_logs"
     )
