@@ -3,11 +3,9 @@
     DATABASE_URL=postgres://… python -m bench.pg_rows [--before billing.0007] [--rows 4096]
 
 Scratch databases only (created next to DATABASE_URL's, dropped at the end): `after` is migrated
-by this checkout and written as this checkout's writer writes; with `--before APP.MIGRATION` a
-second one is migrated by this checkout and then back to that migration, and written the way
-the writer did before issue 22 (a pipeline of one-row INSERTs), so before and after are measured
-in the same run, interleaved round by round (the machine is shared: read the ratio). The third
-series, `schema only`, writes the new schema the old way: the schema's part of the change.
+by this checkout; with `--before APP.MIGRATION` a second one is migrated by this checkout and
+then back to that migration, so the schema before and after a change is measured in the same
+run, interleaved round by round (the machine is shared: read the ratio).
 
 Rows are built by the gateway's own code (recorder._fields/_row/_insert_sql for usage records,
 request_log.db_row/insert_sql for log rows) and written as billing/pg_async.py writes them: one
@@ -35,7 +33,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 TABLES = ("usage", "request_log")
@@ -94,13 +92,12 @@ def scratch(names: list[str], keep: bool) -> Iterator[None]:
 class Target:
     """One scratch database and the gateway-shaped connection that writes into it."""
 
-    def __init__(self, label: str, dbname: str, *, pipelined: bool = False) -> None:
+    def __init__(self, label: str, dbname: str) -> None:
         import psycopg
 
         from billing.pg_async import _connect_kwargs
 
         self.label = label
-        self.pipelined = pipelined
         params = _connect_kwargs()
         params["dbname"] = dbname
         self.conn = psycopg.connect(**params, autocommit=True)
@@ -194,17 +191,14 @@ def _writer(table: str, target: Target) -> tuple[str, Callable[[int], list[list[
 
 
 def _insert(target: Target, sql: str, rows: list[list[Any]]) -> None:
-    # As billing/pg_async.py AsyncPgInserter.insert, synchronously; `pipelined`: as it was
-    # before issue 22's change (one INSERT per row, pipelined in one implicit transaction).
-    from billing.pg_async import MAX_PARAMETERS, _prepare, multi_row
+    # As billing/pg_async.py AsyncPgInserter.insert, synchronously.
+    from billing.pg_async import _prepare
 
     with target.conn.cursor() as cursor:
         if len(rows) == 1:
             cursor.execute(sql, rows[0], prepare=_prepare())
-        elif target.pipelined or len(rows) * len(rows[0]) > MAX_PARAMETERS:
-            cursor.executemany(sql, rows)
         else:
-            cursor.execute(multi_row(sql, len(rows)), [v for row in rows for v in row])
+            cursor.executemany(sql, rows)
 
 
 def _function_ms(target: Target) -> float:
@@ -216,10 +210,18 @@ def _function_ms(target: Target) -> float:
     return float(row[0])
 
 
-def measure(
-    target: Target, table: str, size: int, rows: int, functions: bool
-) -> tuple[float, float, float | None]:
-    """µs of backend CPU per row (schedstat, stat) and µs of plpgsql per row, over `rows`."""
+class Sample(NamedTuple):
+    """µs per row: backend CPU (schedstat, stat), this client's CPU sending the rows (what the
+    gateway's writer pays, rows already built), plpgsql (--functions)."""
+
+    backend: float
+    backend_stat: float
+    client: float
+    plpgsql: float | None
+
+
+def measure(target: Target, table: str, size: int, rows: int, functions: bool) -> Sample:
+    """One measurement of `rows` rows in batches of `size`."""
     sql, make = _writer(table, target)
     batches = max(1, rows // size)
     for _ in range(3):  # warm: prepared statements, caches, the month's partition
@@ -227,12 +229,16 @@ def measure(
     prepared = [make(size) for _ in range(batches)]
     fn_before = _function_ms(target) if functions else 0.0
     sched0, stat0 = _backend_cpu_ns(target.pid)
+    client0 = time.thread_time_ns()
     for batch in prepared:
         _insert(target, sql, batch)
+    client1 = time.thread_time_ns()
     sched1, stat1 = _backend_cpu_ns(target.pid)
     fn = (_function_ms(target) - fn_before) * 1000 / (batches * size) if functions else None
     n = batches * size
-    return (sched1 - sched0) / 1000 / n, (stat1 - stat0) / 1000 / n, fn
+    return Sample(
+        (sched1 - sched0) / 1000 / n, (stat1 - stat0) / 1000 / n, (client1 - client0) / 1000 / n, fn
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,17 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.before:
             app, _, migration = args.before.partition(".")
             _migrate(_db_url(base_url, names["before"]), app, migration)
-        targets = [Target("after", names["after"])]
-        if args.before:
-            # The old schema written the old way, and the new schema the old way (which part
-            # of the change is the schema's).
-            targets.append(Target("before", names["before"], pipelined=True))
-            targets.append(Target("schema only", names["after"], pipelined=True))
-        labels = [t.label for t in targets]
+        targets = [Target(label, names[label]) for label in labels]
         if args.functions:
             for target in targets:
                 target.conn.execute("SET track_functions = 'all'")
-        results: dict[tuple[str, str, int], list[tuple[float, float, float | None]]] = {}
+        results: dict[tuple[str, str, int], list[Sample]] = {}
         started = time.monotonic()
         try:
             for rnd in range(args.rounds):
@@ -286,36 +286,41 @@ def main(argv: list[str] | None = None) -> int:
             for target in targets:
                 target.close()
     print(
-        f"# backend CPU µs per row: median over {args.rounds} rounds of {args.rows} rows "
-        f"(min–max); stat = /proc/pid/stat ticks; {time.monotonic() - started:.0f} s"
+        f"# µs per row, median over {args.rounds} rounds of {args.rows} rows (min–max); "
+        f"backend: PostgreSQL backend CPU (schedstat; stat: /proc/pid/stat ticks), client: this "
+        f"process sending them; {time.monotonic() - started:.0f} s"
     )
-    columns = ["table", "batch"] + [f"{label} µs/row" for label in labels]
+    columns = ["table", "batch"]
+    for label in labels:
+        columns += [f"{label} backend", f"{label} client"]
     if args.before:
-        columns.append("after ÷ before")
+        columns += ["backend after ÷ before", "client after ÷ before"]
     if args.functions:
-        columns += [f"{label} plpgsql µs/row" for label in labels]
+        columns += [f"{label} plpgsql" for label in labels]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for table in TABLES:
         for size in sizes:
-            cells, medians = [], {}
+            cells, backend, client = [], {}, {}
             for label in labels:
-                sched = [m[0] for m in results[(label, table, size)]]
-                stat = statistics.median(m[1] for m in results[(label, table, size)])
-                medians[label] = statistics.median(sched)
+                samples = results[(label, table, size)]
+                sched = [m.backend for m in samples]
+                stat = statistics.median(m.backend_stat for m in samples)
+                backend[label] = statistics.median(sched)
+                client[label] = statistics.median(m.client for m in samples)
                 cells.append(
-                    f"{medians[label]:.1f} ({min(sched):.1f}–{max(sched):.1f}; stat {stat:.0f})"
+                    f"{backend[label]:.1f} ({min(sched):.1f}–{max(sched):.1f}; stat {stat:.0f})"
                 )
-            line = f"| {table} | {size} | " + " | ".join(cells) + " |"
+                cells.append(f"{client[label]:.1f}")
             if args.before:
-                line += f" {medians['after'] / medians['before']:.2f} |"
+                cells.append(f"{backend['after'] / backend['before']:.2f}")
+                cells.append(f"{client['after'] / client['before']:.2f}")
             if args.functions:
-                fns = [
-                    statistics.median(m[2] or 0.0 for m in results[(label, table, size)])
-                    for label in labels
+                cells += [
+                    f"{statistics.median(m.plpgsql or 0.0 for m in results[(lb, table, size)]):.1f}"
+                    for lb in labels
                 ]
-                line += " " + " | ".join(f"{f:.1f}" for f in fns) + " |"
-            print(line)
+            print(f"| {table} | {size} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -18,16 +18,12 @@ Keys. PostgreSQL requires a unique index of a partitioned table to contain the p
   replay or the sweeper's estimate is written later with a later `created_at`), so a key with
   `created_at` in it would let a replay through and bill a request twice. The global
   `UNIQUE (request_id)` is therefore kept in a narrow, unpartitioned key table
-  (`billing_usagerecord_request_key`), kept by statement-level triggers with transition tables
-  on the partitioned table (INSERT claims the ids, DELETE frees them, an UPDATE moves the ids
-  it changed; 0007 made them row triggers, 0008 one call per statement): a duplicate request
-  id still fails the INSERT with a unique violation in the same statement, exactly as before,
-  so recorder.py's collision path (`_already_stored`, the suffixed id for a reused caller id)
-  is unchanged. Statement triggers fire for statements on the parent only: write usage
-  records through `billing_usagerecord`, never into a partition directly (`_create_month`
-  below is the one exception, and restores the claims itself). The key table grows like the
-  old unique index did (one short key per record) and is never pruned: usage records are kept
-  forever.
+  (`billing_usagerecord_request_key`), kept by row triggers on the partitioned table
+  (INSERT claims the id, DELETE frees it, a changed request_id moves it; the migration 0007
+  creates them): a duplicate request id still fails the INSERT with a unique violation in the same
+  statement, exactly as before, so recorder.py's collision path (`_already_stored`, the
+  suffixed id for a reused caller id) is unchanged. The key table grows like the old unique
+  index did (one short key per record) and is never pruned: usage records are kept forever.
 - the primary keys become (id, created_at); ids still come from one sequence.
 
 Usage partitions are never dropped; request-log partitions are dropped whole once their newest
@@ -148,11 +144,9 @@ def _create_month(cursor: Any, table: str, month: datetime) -> bool:
     # PARTITION OF would take an ACCESS EXCLUSIVE one). The ATTACH builds the partition's
     # indexes and clones the parent's triggers.
     cursor.execute(f"CREATE TABLE {new} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
-    # Moved by DELETE + INSERT into the table before it is attached. The key table's triggers
-    # are statement triggers on the parent (0008), which statements on a partition do not
-    # fire: the moved records keep their request ids claimed. (Under 0007's row triggers the
-    # DELETE freed them; the claim below, ON CONFLICT DO NOTHING, restores either way, in the
-    # same transaction, so no other insert can take one meanwhile: it waits on our lock.)
+    # Moved by DELETE + INSERT into the table before it is attached (it has no triggers yet):
+    # the DELETE frees the usage records' request ids in the key table, reclaimed below in
+    # the same transaction, so no other insert can take one meanwhile (it waits on our lock).
     cursor.execute(
         f"WITH moved AS (DELETE FROM {default} WHERE {key} >= %s AND {key} < %s RETURNING *) "
         f"INSERT INTO {new} SELECT * FROM moved",
@@ -166,8 +160,7 @@ def _create_month(cursor: Any, table: str, month: datetime) -> bool:
     cursor.execute(f"ALTER TABLE {parent} ATTACH PARTITION {new} {bounds}")
     if moved and table == USAGE_TABLE:
         cursor.execute(
-            f"INSERT INTO {_quote(USAGE_KEY_TABLE)} (request_id) SELECT request_id FROM {new} "
-            "ON CONFLICT DO NOTHING"
+            f"INSERT INTO {_quote(USAGE_KEY_TABLE)} (request_id) SELECT request_id FROM {new}"
         )
     return True
 

@@ -5,20 +5,11 @@ ORM (one prepared INSERT), so on PostgreSQL the batch goes out on an asyncio psy
 and a request's record costs no hop to a thread and back (two cross-thread wake-ups and a GIL
 hand-over per batch, which at one request at a time were most of the record's latency).
 The rare paths (a request id collision, recovery) stay on the thread with the ORM.
-
-A batch of several rows is one multi-row INSERT (`VALUES (…), (…), …`), not a pipeline of
-one-row INSERTs: PostgreSQL then starts the executor, routes to the month's partition, opens its
-indexes and fires the usage table's statement trigger (the request-id key, billing/partitions.py)
-once per batch instead of once per row (docs/scaling.md §6 has the backend CPU per row). One
-statement is atomic, as the pipelined batch was (one implicit transaction): a request id seen
-before fails the whole batch, which the recorder then writes row by row, idempotently.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -51,22 +42,6 @@ def _prepare() -> bool | None:
     return None if settings.DB_TRANSACTION_POOLING else True
 
 
-# PostgreSQL's protocol carries at most 65,535 parameters per statement; a batch over that is
-# sent pipelined, row by row, in one implicit transaction as before.
-MAX_PARAMETERS = 65_535
-_VALUES = re.compile(r"VALUES (\((?:%s, )*%s\))")
-
-
-@lru_cache(maxsize=64)
-def multi_row(sql: str, rows: int) -> str:
-    """`sql`, a one-row `INSERT … VALUES (%s, …) [ON CONFLICT …]`, for `rows` rows."""
-    match = _VALUES.search(sql)
-    if match is None:
-        raise ValueError(f"not a one-row INSERT … VALUES: {sql[:80]}")
-    values = ", ".join([match.group(1)] * rows)
-    return f"{sql[: match.start(1)]}{values}{sql[match.end(1) :]}"
-
-
 class AsyncPgInserter:
     """One autocommit connection per event loop; reconnects once if it was lost."""
 
@@ -81,10 +56,6 @@ class AsyncPgInserter:
                 async with conn.cursor() as cursor:
                     if len(rows) == 1:
                         await cursor.execute(sql, rows[0], prepare=_prepare())
-                    elif len(rows) * len(rows[0]) <= MAX_PARAMETERS:
-                        # psycopg prepares it once the same batch size has come 5 times.
-                        params = [value for row in rows for value in row]
-                        await cursor.execute(multi_row(sql, len(rows)), params)
                     else:
                         await cursor.executemany(sql, rows)
                 return

@@ -1,10 +1,11 @@
-"""Issue 22: cheaper usage and request-log rows on PostgreSQL (billing/0008_cheaper_row_writes).
+"""Issue 22: cheaper usage and request-log rows on PostgreSQL (billing/0008_drop_unused_indexes).
 
-The request-id key table is kept by statement-level triggers, and the writer sends a batch as one
-multi-row INSERT: a duplicate request id is refused and handled exactly as before (a replay
-stores nothing, a reused caller id is stored suffixed, the rest of the batch once), within one
-statement and across UPDATEs, DELETEs and partitions. The indexes 0008 drops leave every query
-that filtered on their columns an index (the plans say which), and the migration reverses.
+0008 drops five indexes no query needs. The request-id key table and its row triggers are
+unchanged, and a duplicate request id is refused and handled exactly as before: in a batch
+through the hot path's writer (a replay stores nothing, a reused caller id is stored suffixed,
+the rest of the batch once), and across UPDATEs, DELETEs and partitions. The queries that
+filtered on the dropped indexes' columns still read an index (the plans say which), and the
+migration reverses.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from billing import partitions, pg_async, recorder
+from billing import partitions, recorder
 from billing.models import RequestLog, UsageRecord
-from billing.request_log import db_row, insert_sql
 from tests.billing import harness
 from tests.billing.factories import make_org
 from tests.billing.partition_helpers import (
@@ -39,6 +39,13 @@ pytestmark = [
 ]
 
 KEYS = partitions.USAGE_KEY_TABLE
+DROPPED = {
+    "billing_usagerecord_org_id_038fdab7",
+    "billing_usagerecord_model_id_c31432a7",
+    "billing_usagerecord_model_id_c31432a7_like",
+    "billing_usagerecord_request_id_key",
+    "billing_requestlog_org_id_ce961611",
+}
 
 
 def _keys() -> list[str]:
@@ -57,36 +64,16 @@ def _triggers(cursor: Any) -> dict[str, bool]:
     return dict(cursor.fetchall())
 
 
-def test_the_request_id_key_is_kept_by_statement_triggers_only() -> None:
-    require_postgres()
-    with connection.cursor() as cursor:
-        triggers = _triggers(cursor)
-    assert triggers == {
-        f"{KEYS}_claim_rows": False,
-        f"{KEYS}_free_rows": False,
-        f"{KEYS}_move_rows": False,
-        f"{KEYS}_truncate": False,
-    }
-
-
 def test_a_duplicate_request_id_in_one_batch_is_handled_as_before(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Through the hot path's writer: one multi-row INSERT for the batch; a replay of a stored
-    record in it fails the statement on the key table, and the recorder's row-by-row path
-    stores the new record once, the replay not at all and a reused caller id suffixed."""
+    """Through the hot path's writer (billing/pg_async.py): a replay of a stored record in a
+    batch fails the batch on the key table, and the recorder's row-by-row path then stores the
+    new record once, the replay not at all and a reused caller id suffixed."""
     require_postgres()
     org = make_org()
     stored = usage(org.pk, "dup-stored")
     stored_fields = recorder._fields(stored, stored.cost_nano)
-    statements: list[int] = []
-    real_multi_row = pg_async.multi_row
-
-    def counting(sql: str, rows: int) -> str:
-        statements.append(rows)
-        return real_multi_row(sql, rows)
-
-    monkeypatch.setattr(pg_async, "multi_row", counting)
     writer = recorder.UsageWriter()
     monkeypatch.setattr(recorder, "writer", writer)
     fresh = usage(org.pk, "dup-fresh")
@@ -104,25 +91,11 @@ def test_a_duplicate_request_id_in_one_batch_is_handled_as_before(
         asyncio.run(scenario())
     finally:
         writer.close()
-    assert writer.batch_sizes[-1] == 3 and statements == [3]  # one statement for the batch
+    assert writer.batch_sizes[-1] == 3  # the three went as one batch
     ids = sorted(UsageRecord.objects.filter(org=org).values_list("request_id", flat=True))
     assert ids[:2] == ["dup-fresh", "dup-stored"] and len(ids) == 3
     assert ids[2].startswith("dup-stored~")
     assert _keys() == ids
-
-
-def test_one_statement_with_a_request_id_twice_stores_nothing() -> None:
-    require_postgres()
-    org = make_org()
-    now = timezone.now()
-    data = usage(org.pk, "twice")
-    row = recorder._row(recorder._fields(data, data.cost_nano), now)
-    other = usage(org.pk, "once")
-    sql = pg_async.multi_row(recorder._insert_sql(), 3)
-    params = [*row, *recorder._row(recorder._fields(other, other.cost_nano), now), *row]
-    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    assert UsageRecord.objects.count() == 0 and _keys() == []
 
 
 def test_updates_and_deletes_move_and_free_the_keys() -> None:
@@ -144,12 +117,6 @@ def test_updates_and_deletes_move_and_free_the_keys() -> None:
     # Moved back and renamed in one statement: the old id is freed, the new one claimed.
     records.filter(request_id="a").update(created_at=now, request_id="a2")
     assert _keys() == ["a2", "b", "c"]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE billing_usagerecord SET request_id = "
-            "CASE request_id WHEN 'b' THEN 'c' ELSE 'b' END WHERE request_id IN ('b', 'c')"
-        )  # a swap
-    assert _keys() == ["a2", "b", "c"]
     for ids in (["c"], ["b", "c"]):  # onto a taken id; two rows onto one id
         with pytest.raises(IntegrityError), transaction.atomic():
             records.filter(request_id__in=ids).update(request_id="b" if ids == ["c"] else "x")
@@ -163,41 +130,6 @@ def test_updates_and_deletes_move_and_free_the_keys() -> None:
         with pytest.raises(IntegrityError), transaction.atomic():
             insert_usage(cursor, org.pk, "b", now)
     assert _keys() == ["a2", "b", "c"]
-
-
-def test_a_request_log_batch_with_a_row_twice_stores_it_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The log's multi-row INSERT keeps `ON CONFLICT DO NOTHING` idempotent, within the
-    statement too (a retried batch may repeat a row)."""
-    require_postgres()
-    org = make_org()
-    start = timezone.now()
-    row: dict[str, Any] = {
-        "request_id": "log-twice", "org_id": org.pk, "api_key_id": None, "api": "chat",
-        "stream": False, "model_name": "m", "model_id": "m", "requested_model": "m",
-        "deployment": "d", "status": "ok", "http_status": 200, "error_type": "",
-        "error_message": "", "finish_reason": "stop", "input_tokens": 1, "output_tokens": 1,
-        "cache_read_tokens": 0, "cache_write_5m_tokens": 0, "cache_write_1h_tokens": 0,
-        "reasoning_tokens": 0, "cost_nano": 5, "output_exact": True, "hold_nano": 0,
-        "attempts": [], "admitted_ms": 1, "ttft_ms": None, "latency_ms": 2, "count": 1,
-        "started_at": start, "created_at": start,
-    }  # fmt: skip
-    other = {**row, "request_id": "log-other"}
-    inserter = pg_async.AsyncPgInserter()
-
-    async def scenario() -> None:
-        await inserter.insert(insert_sql(), [db_row(row), db_row(other), db_row(row)])
-        await inserter.insert(insert_sql(), [db_row(row), db_row(other)])  # the whole retry
-
-    try:
-        asyncio.run(scenario())
-    finally:
-        inserter.close()
-    assert sorted(RequestLog.objects.values_list("request_id", flat=True)) == [
-        "log-other",
-        "log-twice",
-    ]
 
 
 def _index_of(sql: str, params: list[Any]) -> set[str]:
@@ -263,13 +195,16 @@ def test_the_migration_reverses_and_applies_again() -> None:
             with psycopg.connect(dsn) as conn, conn.cursor() as cursor:
                 triggers = _triggers(cursor)
                 cursor.execute(
-                    "SELECT count(*) FROM pg_indexes WHERE tablename = %s",
-                    [partitions.USAGE_TABLE],
+                    "SELECT indexname FROM pg_indexes WHERE tablename IN (%s, %s)",
+                    [partitions.USAGE_TABLE, partitions.REQUEST_LOG_TABLE],
                 )
-                (indexes,) = cursor.fetchone()
-            if target:
-                assert triggers[f"{KEYS}_claim"] is True and f"{KEYS}_claim_rows" not in triggers
-                assert indexes == 11
-            else:
-                assert triggers[f"{KEYS}_claim_rows"] is False and f"{KEYS}_claim" not in triggers
-                assert indexes == 7
+                indexes = {row[0] for row in cursor.fetchall()}
+            # The key's row triggers stay as 0007 made them, both ways.
+            assert triggers == {
+                f"{KEYS}_claim": True,
+                f"{KEYS}_free": True,
+                f"{KEYS}_rename": True,
+                f"{KEYS}_truncate": False,
+            }
+            assert len(indexes) == (19 if target else 14)
+            assert (indexes >= DROPPED) if target else not (DROPPED & indexes)
