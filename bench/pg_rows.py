@@ -1,6 +1,6 @@
 """PostgreSQL backend CPU per usage row and per request-log row, as the gateway inserts them.
 
-    DATABASE_URL=postgres://… python -m bench.pg_rows [--before billing.0007] [--rows 4096]
+    DATABASE_URL=postgres://… python -m bench.pg_rows [--before billing.0007] [--rounds 16]
 
 Scratch databases only (created next to DATABASE_URL's, dropped at the end): `after` is migrated
 by this checkout; with `--before APP.MIGRATION` a second one is migrated by this checkout and
@@ -243,8 +243,8 @@ def measure(target: Target, table: str, size: int, rows: int, functions: bool) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pg_rows", description=__doc__)
-    parser.add_argument("--rows", type=int, default=4096, help="rows per measurement")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=1024, help="rows per measurement")
+    parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--sizes", default="1,16,64", help="batch sizes")
     parser.add_argument("--before", help="APP.MIGRATION: also measure the schema at it")
     parser.add_argument("--functions", action="store_true", help="plpgsql time per row too")
@@ -274,11 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[tuple[str, str, int], list[Sample]] = {}
         started = time.monotonic()
         try:
-            for rnd in range(args.rounds):
-                order = targets if rnd % 2 == 0 else targets[::-1]
-                for table in TABLES:
-                    for size in sizes:
-                        for target in order:
+            # Pairs measured back to back (the order alternating), so a neighbour's burst of
+            # load hits both sides of a pair: the ratio is taken per pair, then the median.
+            for table in TABLES:
+                for size in sizes:
+                    for rnd in range(args.rounds):
+                        for target in targets if rnd % 2 == 0 else targets[::-1]:
                             key = (target.label, table, size)
                             m = measure(target, table, size, args.rows, args.functions)
                             results.setdefault(key, []).append(m)
@@ -287,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                 target.close()
     print(
         f"# µs per row, median over {args.rounds} rounds of {args.rows} rows (min–max); "
+        f"after ÷ before: median of the per-round ratios (interquartile range); "
         f"backend: PostgreSQL backend CPU (schedstat; stat: /proc/pid/stat ticks), client: this "
         f"process sending them; {time.monotonic() - started:.0f} s"
     )
@@ -313,8 +315,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 cells.append(f"{client[label]:.1f}")
             if args.before:
-                cells.append(f"{backend['after'] / backend['before']:.2f}")
-                cells.append(f"{client['after'] / client['before']:.2f}")
+                after, before = results[("after", table, size)], results[("before", table, size)]
+                pairs = list(zip(after, before, strict=True))
+                for part in ("backend", "client"):
+                    ratios = sorted(getattr(a, part) / getattr(b, part) for a, b in pairs)
+                    quarter = len(ratios) // 4
+                    cells.append(
+                        f"{statistics.median(ratios):.2f} "
+                        f"({ratios[quarter]:.2f}–{ratios[-1 - quarter]:.2f})"
+                    )
             if args.functions:
                 cells += [
                     f"{statistics.median(m.plpgsql or 0.0 for m in results[(lb, table, size)]):.1f}"
