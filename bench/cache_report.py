@@ -298,6 +298,21 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _run_count(data: dict[str, Any]) -> int:
+    """Every replay of the run: each workload's runs and the fallback's A/B on other seeds."""
+    other_seeds = [s for s in data.get("fallback_ab") or [] if s["seed"] != data["meta"]["seed"]]
+    return (
+        len(data["runs"])
+        + sum(len(sub["runs"]) for sub in workloads(data).values())
+        + 2 * len(other_seeds)
+    )
+
+
+def _workload_count(data: dict[str, Any]) -> str:
+    others = len(workloads(data))
+    return f"{others + 1} workloads (the second below)" if others else "One workload"
+
+
 def _head(data: dict[str, Any]) -> list[str]:
     meta, w = data["meta"], data["workload"]
     ezat = find(data, "base", "ezat")
@@ -314,10 +329,11 @@ def _head(data: dict[str, Any]) -> list[str]:
         "",
         f"{meta['date']} · commit {meta['commit']} · seed {meta['seed']} · "
         f"{'quick workload' if meta['quick'] else 'full workload'} · gateway: uvicorn, {shape} · "
-        f"{meta['real_seconds']} s of real time for all {len(data['runs'])} runs "
-        f"({w['span_minutes']} simulated minutes each)",
+        f"{meta['real_seconds']} s of real time for all {_run_count(data)} runs "
+        f"({w['span_minutes']} simulated minutes each"
+        f"{' on the first workload' if workloads(data) else ''})",
         "",
-        "One workload, one run, through the real gateway to 4 simulated deployments of "
+        f"{_workload_count(data)}, one run, through the real gateway to 4 simulated deployments of "
         f"`{data['model']}` (the project's upstream simulator: one prompt cache each, one "
         "simulated clock the benchmark advances). Each policy gets a fresh gateway process "
         "(`EZAT_ROUTING_POLICY=…`), empty caches and its own org; costs are what the gateway "
