@@ -35,6 +35,15 @@ def _find(rows: list[Row], **match: Any) -> Row | None:
     return None
 
 
+def _largest_level(rows: list[Row], **match: Any) -> Row | None:
+    """The open-streams row of the most streams among those matching (one level per run
+    unless --open-levels asked for several)."""
+    found = [
+        r for r in rows if r["section"] == "open" and all(r.get(k) == v for k, v in match.items())
+    ]
+    return max(found, key=lambda r: r.get("streams") or 0, default=None)
+
+
 def _median(rows: list[Row], key: str) -> float | None:
     vals = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(vals) if vals else None
@@ -138,16 +147,17 @@ def readme_block(data: dict[str, Any], source: str) -> str:
             add(f"`/v1/messages` added {'TTFT' if stream else 'latency'} p50, {mode}, C=1", "–",
                 f"+{_n(gw[key] - up[key])} ms", [], "", None)  # fmt: skip
 
-    # Open streams: TTFT p99 as a multiple of the bare upstream's in the same run.
+    # Open streams: TTFT p99 as a multiple of the bare upstream's in the same run, at the
+    # largest level measured (a run with --open-levels has several; the issue's is 1,000).
     for shape, bound in (("burst", 2.0), ("sustained", 1.5)):
-        up = _find(rows, section="open", target="upstream", shape=shape)
+        up = _largest_level(rows, target="upstream", shape=shape)
         for api in ("messages", "openai"):
-            gw = _find(rows, section="open", target="gateway", api=api, shape=shape)
+            gw = _largest_level(rows, target="gateway", api=api, shape=shape)
             if not gw or not up:
                 continue
             ratio = gw["ttft_p99_ms"] / up["ttft_p99_ms"] if up["ttft_p99_ms"] else None
             met = None if ratio is None else ratio <= bound
-            add(f"1,000 streams {shape}, TTFT p99 (`{api}`)",
+            add(f"{gw.get('streams', 1000):,} streams {shape}, TTFT p99 (`{api}`)",
                 f"{_x(gw['ttft_p99_ms'], up['ttft_p99_ms'], 2)} the bare upstream's p99",
                 f"{_n(gw['ttft_p99_ms'])} ms vs {_n(up['ttft_p99_ms'])} ms; "
                 f"{_n(gw['cpu_ms_per_stream'], 2)} ms CPU per stream", [],

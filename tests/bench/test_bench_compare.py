@@ -199,3 +199,27 @@ def test_open_levels_option_is_parsed_and_checked() -> None:
     for bad in ("a,b", "0", ","):
         with pytest.raises(SystemExit):
             parse_args(["--open-levels", bad])
+
+
+def test_readme_block_states_open_streams_at_the_largest_level_measured() -> None:
+    """A run with --open-levels 250,1000 has a row per level: the README's row is the 1,000
+    one (the issue's level), not whichever came first."""
+
+    def open_row(target: str, streams: int, p99: float, api: str = "direct") -> dict:
+        return {
+            "section": "open", "target": target, "api": api, "shape": "sustained",
+            "streams": streams, "ttft_p99_ms": p99, "cpu_ms_per_stream": 5.0,
+        }  # fmt: skip
+
+    rows = [
+        *_rows(),
+        open_row("upstream", 250, 300.0),
+        open_row("upstream", 1000, 310.0),
+        open_row("gateway", 250, 300.0, "openai"),
+        open_row("gateway", 1000, 620.0, "openai"),
+    ]
+    block = perf_readme.readme_block({"meta": META, "rows": rows}, "bench/results/x")
+    assert "| 1,000 streams sustained, TTFT p99 (`openai`) | 2.00× the bare upstream's p99 | " in (
+        block
+    )
+    assert "620 ms vs 310 ms" in block and "≤ 1.5× the bare upstream's | ✗ |" in block
