@@ -195,17 +195,25 @@ class Cells:
         for stream in (False, True):
             for conc in self.plan.concurrency:
                 for prompt in self.plan.prompts:
-                    row = await self.cell(target, pid, stream=stream, conc=conc, prompt=prompt)
-                    row.update(
-                        section="matrix",
-                        target=target_name,
-                        api=api,
-                        stream=stream,
-                        conc=conc,
-                        prompt=prompt,
-                    )
-                    self.rows.append(row)
-                    self.log(report.one_line(row))
+                    await self.matrix_cell(target_name, api, target, pid, stream, conc, prompt)
+
+    async def matrix_cell(
+        self,
+        target_name: str,
+        api: str,
+        target: loadgen.Target,
+        pid: int,
+        stream: bool,
+        conc: int,
+        prompt: int,
+    ) -> None:
+        """One cell of the matrix, measured, labelled, kept and logged."""
+        row = await self.cell(target, pid, stream=stream, conc=conc, prompt=prompt)
+        row.update(
+            section="matrix", target=target_name, api=api, stream=stream, conc=conc, prompt=prompt
+        )
+        self.rows.append(row)
+        self.log(report.one_line(row))
 
     async def event_cost(
         self,

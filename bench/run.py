@@ -166,19 +166,9 @@ class Runner(Cells):
                         flip = not flip
                         for name in order:
                             pid, targets = started[name]
-                            row = await self.cell(
-                                targets[api], pid, stream=stream, conc=conc, prompt=prompt
+                            await self.matrix_cell(
+                                name, api, targets[api], pid, stream, conc, prompt
                             )
-                            row.update(
-                                section="matrix",
-                                target=name,
-                                api=api,
-                                stream=stream,
-                                conc=conc,
-                                prompt=prompt,
-                            )
-                            self.rows.append(row)
-                            self.log(report.one_line(row))
 
     async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
         """One request per API and mode; an API that answers errors is reported and skipped."""
