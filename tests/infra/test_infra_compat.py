@@ -5,7 +5,6 @@ a three-primary cluster."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import httpx
@@ -15,6 +14,7 @@ from redis.crc import key_slot
 
 from gateway.routing import cooldown_key
 from tests.cluster.metrics import node_metric
+from tests.cluster.shared_limits import assert_cap_holds, assert_rpm_shared, fail_until_cooling
 from tests.cluster.traffic import call, drive, second_turns_sent, thinking_tool_loop
 from tests.infra.conftest import NODES, InfraContext
 from tests.waiting import wait_for
@@ -68,17 +68,8 @@ def _pooled_transactions(infra: InfraContext) -> int:
 
 
 def test_rpm_is_enforced_across_nodes_on_a_redis_cluster(infra: InfraContext) -> None:
-    limit = 12
-    key = infra.new_key(rpm=limit)
-    minute_before = int(time.time() // 60)
-    answers = drive(infra.url, key.secret, 30, kinds=("chat", "messages"), max_retries=0)
-    windows = int(time.time() // 60) - minute_before + 1  # 2 when the burst crossed a minute
-    ok = [a for a in answers if a.ok]
-    limited = [a for a in answers if a.status == 429]
-    assert len(ok) + len(limited) == len(answers), [a for a in answers if not a.ok][:3]
-    assert limit <= len(ok) <= limit * windows, (len(ok), windows)
-    assert {a.node for a in ok} == set(NODES)
-    assert {a.node for a in limited} == set(NODES)
+    key = infra.new_key(rpm=12)
+    assert_rpm_shared(infra.url, key.secret, 12, 30, NODES)
     assert_nothing_swallowed(infra)
 
 
@@ -86,14 +77,7 @@ def test_spend_cap_holds_across_nodes_on_a_redis_cluster(infra: InfraContext) ->
     one_hold, one_cost = infra.hold_and_cost()
     cap_nano = max(one_cost * 10, one_hold * 3)
     key = infra.new_key(cap_nano=cap_nano)
-    answers = drive(infra.url, key.secret, 40, kinds=("chat", "messages"), max_retries=0)
-    ok = [a for a in answers if a.ok]
-    refused = [a for a in answers if not a.ok]
-    assert ok and refused
-    assert all(a.status is not None and 400 <= a.status < 500 for a in refused), refused[:3]
-    assert {a.node for a in ok} | {a.node for a in refused} == set(NODES)
-    spent = sum(r.cost_nano for r in infra.usage(org_id=key.org_id))
-    assert spent <= cap_nano + one_hold, (spent, cap_nano, one_hold)
+    assert_cap_holds(infra, infra.url, key, cap_nano, one_hold, 40, NODES)
     # The holds are in the cluster, on the limiter's one slot, and all released.
     client = infra.redis_cluster.client()
     assert int(client.hget(f"{{ezat}}:org:{key.org_id}", "held") or 0) == 0
@@ -103,7 +87,6 @@ def test_spend_cap_holds_across_nodes_on_a_redis_cluster(infra: InfraContext) ->
 def test_cooldown_and_thinking_store_are_shared_through_the_cluster(
     infra: InfraContext,
 ) -> None:
-
     from catalog.models import Deployment
 
     key = infra.new_key()
@@ -114,12 +97,9 @@ def test_cooldown_and_thinking_store_are_shared_through_the_cluster(
     sim.script({"status": 529, "times": -1})
     i1, i2 = (infra.cluster.nodes[n].url for n in NODES)
     try:
-        n = 0
-        while not client.exists(cooldown_key(failing.id)):
-            answer = call(i1, key.secret, "messages", f"cooldown i1 {n}")
-            assert answer.ok, answer
-            n += 1
-            assert n < 200, "i1 never put cl-b in cooldown"
+        fail_until_cooling(
+            i1, key.secret, lambda: bool(client.exists(cooldown_key(failing.id))), "i1"
+        )
 
         # i2 reads cooldowns at most once a second, in the background of a request: warm it up
         # (answered by failover) until its own gauge shows the cooldown, a condition rather
