@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +15,7 @@ import pytest
 from django.db import connection
 
 from billing import partitions
+from tests.billing import harness
 
 USAGE_COLUMNS = (
     "request_id, org_id, api, stream, model_id, model_name, requested_model, deployment, "
@@ -89,3 +92,21 @@ def scratch_database() -> Iterator[tuple[str, str]]:
     finally:
         with psycopg.connect(_admin_dsn("postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrate_to(env: dict[str, str], *target: str) -> subprocess.CompletedProcess[str]:
+    """`manage.py migrate [target]` in a child process with `env` (its own DATABASE_URL)."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "migrate", *target, "-v0"],
+        cwd=harness.BASE_DIR, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def dsn_url(name: str) -> str:
+    """A DATABASE_URL for database `name` on this test run's PostgreSQL server."""
+    s = connection.settings_dict
+    host, port = s["HOST"] or "127.0.0.1", s["PORT"] or 5432
+    auth = s["USER"] or "postgres"
+    if s["PASSWORD"]:
+        auth += f":{s['PASSWORD']}"
+    return f"postgres://{auth}@{host}:{port}/{name}"

@@ -8,8 +8,6 @@ Celery worker, retention drops only old request-log partitions, and replays stay
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -25,9 +23,11 @@ from billing.tasks import purge_request_log
 from tests.billing import harness
 from tests.billing.factories import make_org
 from tests.billing.partition_helpers import (
+    dsn_url,
     home_of,
     insert_log,
     insert_usage,
+    migrate_to,
     partition_names,
     require_postgres,
     scratch_database,
@@ -52,13 +52,6 @@ def _rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
         return conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
 
 
-def _migrate(env: dict[str, str], *target: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", "migrate", *target, "-v0"],
-        cwd=harness.BASE_DIR, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-
-
 def test_migration_converts_tables_with_rows_and_keeps_them() -> None:
     require_postgres()
     now = timezone.now()
@@ -66,7 +59,7 @@ def test_migration_converts_tables_with_rows_and_keeps_them() -> None:
     with scratch_database() as (name, dsn):
         url = dsn_url(name)
         done = harness.subprocess_env(DATABASE_URL=url)
-        migrate = _migrate(done, "billing", "0006")
+        migrate = migrate_to(done, "billing", "0006")
         assert migrate.returncode == 0, migrate.stderr
         with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cursor:
             cursor.execute(
@@ -78,7 +71,7 @@ def test_migration_converts_tables_with_rows_and_keeps_them() -> None:
                 insert_usage(cursor, org_id, f"old-{n}", at, cost=n + 1)
                 insert_log(cursor, org_id, f"old-{n}", at, cost=n + 1)
         before = {t: _rows(dsn, t) for t in (USAGE, LOG)}
-        migrate = _migrate(done)
+        migrate = migrate_to(done)
         assert migrate.returncode == 0, migrate.stderr
         with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cursor:
             for table in (USAGE, LOG):
@@ -101,15 +94,6 @@ def test_migration_converts_tables_with_rows_and_keeps_them() -> None:
             insert_log(cursor, org_id, "old-1", stamps[1])  # the same row again: nothing
             cursor.execute("SELECT count(*) FROM billing_requestlog WHERE request_id = 'old-1'")
             assert cursor.fetchone() == (1,)
-
-
-def dsn_url(name: str) -> str:
-    s = connection.settings_dict
-    host, port = s["HOST"] or "127.0.0.1", s["PORT"] or 5432
-    auth = s["USER"] or "postgres"
-    if s["PASSWORD"]:
-        auth += f":{s['PASSWORD']}"
-    return f"postgres://{auth}@{host}:{port}/{name}"
 
 
 def test_inserts_go_to_their_month_and_a_late_partition_adopts_default_rows() -> None:

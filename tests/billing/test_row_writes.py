@@ -25,12 +25,13 @@ from billing.models import RequestLog, UsageRecord
 from tests.billing import harness
 from tests.billing.factories import make_org
 from tests.billing.partition_helpers import (
+    dsn_url,
     home_of,
     insert_usage,
+    migrate_to,
     require_postgres,
     scratch_database,
 )
-from tests.billing.test_partitions import _migrate, dsn_url
 from tests.billing.test_recorder import usage
 
 pytestmark = [
@@ -190,7 +191,7 @@ def test_the_migration_reverses_and_applies_again() -> None:
     with scratch_database() as (name, dsn):
         env = harness.subprocess_env(DATABASE_URL=dsn_url(name))
         for target in ((), ("billing", "0007"), ()):
-            done = _migrate(env, *target)
+            done = migrate_to(env, *target)
             assert done.returncode == 0, done.stderr
             with psycopg.connect(dsn) as conn, conn.cursor() as cursor:
                 triggers = _triggers(cursor)
