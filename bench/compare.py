@@ -332,7 +332,7 @@ def render_scale(rows: list[Row]) -> list[str]:
     else:
         out.append(f"No 2-worker cell stayed within one worker's p99 bound ({bound} ms).")
     out += _cpu_scaling(one, two)
-    out += _ceilings(rows, one)
+    out += _ceilings(rows, best1)
     if gran:
         cpu_u = _median(list(two.values()), "cpu_ms_per_req")
         cpu_g = _median(list(gran.values()), "cpu_ms_per_req")
@@ -373,11 +373,11 @@ def _cpu_scaling(one: dict[int, Row], two: dict[int, Row]) -> list[str]:
     ]
 
 
-def _ceilings(rows: list[Row], one: dict[int, Row]) -> list[str]:
+def _ceilings(rows: list[Row], best: Row) -> list[str]:
     """The two ceilings on the wall ratio that this machine sets, measured in the same run.
 
     - The machine's: two copies of the fixed loop, one per core, against one alone.
-    - The neighbours': at one worker's best cell, the load generator, the fake upstream,
+    - The neighbours': at one worker's best cell (`best`), the load generator, the fake upstream,
       PostgreSQL and Redis spend `side` ms of CPU for the gateway's `gw` ms on the same 2 cores,
       so with every core busy the whole box serves at most 2 ÷ (gw + side) requests per ms,
       against one worker's 1 ÷ gw: a ratio of at most 2 × gw ÷ (gw + side).
@@ -392,7 +392,6 @@ def _ceilings(rows: list[Row], one: dict[int, Row]) -> list[str]:
             f"**{machine['parallel_capacity']:.2f}×** the work of one: the ceiling of any "
             "two-process speed-up on it."
         )
-    best = max(one.values(), key=lambda r: r["rps"])
     gw = best["cpu_ms_per_req"]
     side = sum(
         best.get(k) or 0.0

@@ -47,18 +47,7 @@ def cpu_loop_ms(cpu: int | None) -> dict[str, float]:
 
     Best-of is the yardstick (the least disturbed run); the median shows how noisy the core was.
     """
-    samples = []
-    for _ in range(LOOP_REPEATS):
-        pre = None if cpu is None else (lambda: __import__("os").sched_setaffinity(0, {cpu}))
-        done = subprocess.run(
-            [sys.executable, "-c", _LOOP],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-            preexec_fn=pre,
-        )
-        samples.append(float(done.stdout.strip()) * 1000)
+    samples = [_loop_ms(_loop_once(cpu)) for _ in range(LOOP_REPEATS)]
     return {
         "loop_ms": round(min(samples), 3),
         "loop_ms_median": round(statistics.median(samples), 3),
