@@ -8,8 +8,6 @@ cached too (as empty), which is nearly every org: the steady state is a dict loo
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -17,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from ezat.singleflight import SingleFlight
+from ezat.read_through import ReadThroughCache
 
 MAX_ENTRIES = 50_000
 
@@ -41,34 +39,19 @@ def _fetch(org_id: int) -> Chains:
 
 class FallbackCache:
     def __init__(self) -> None:
-        self._entries: OrderedDict[int, tuple[float, Chains]] = OrderedDict()
-        # Requests of an org whose entry expired share one refresh (ezat/singleflight.py).
-        # clear() starts a new generation: a refresh begun before it neither writes its (maybe
-        # stale) entry nor serves a lookup made after it.
-        self._generation = 0
-        self._refreshes: SingleFlight[int, Chains] = SingleFlight()
+        self._entries: ReadThroughCache[int, Chains] = ReadThroughCache(
+            _load, lambda: settings.EZAT_KEY_CACHE_TTL, MAX_ENTRIES
+        )
 
     async def chains(self, org_id: int) -> Chains:
-        hit = self._entries.get(org_id)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
-        return await self._refreshes.run(org_id, lambda: self._refresh(org_id))
-
-    async def _refresh(self, org_id: int) -> Chains:
-        now, generation = time.monotonic(), self._generation
-        chains = await sync_to_async(_fetch, thread_sensitive=False)(org_id)
-        if generation != self._generation:
-            return chains
-        self._entries[org_id] = (now + settings.EZAT_KEY_CACHE_TTL, chains)
-        self._entries.move_to_end(org_id)
-        while len(self._entries) > MAX_ENTRIES:
-            self._entries.popitem(last=False)
-        return chains
+        return await self._entries.get(org_id)
 
     def clear(self) -> None:
-        self._generation += 1
         self._entries.clear()
-        self._refreshes.forget()
+
+
+async def _load(org_id: int) -> Chains:
+    return await sync_to_async(_fetch, thread_sensitive=False)(org_id)
 
 
 cache = FallbackCache()

@@ -10,8 +10,6 @@ cannot hammer the database. A lookup the database cannot answer raises KeyLookup
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -22,7 +20,7 @@ from django.utils import timezone
 from prometheus_client import Counter
 
 from accounts import keys
-from ezat.singleflight import SingleFlight
+from ezat.read_through import ReadThroughCache
 
 LOOKUP_FAILURES = Counter(
     "ezat_key_lookup_failures_total", "Key lookups the database could not answer (503 sent)"
@@ -105,43 +103,27 @@ def _fetch(key_hash: str) -> KeyInfo | None:
 
 class KeyCache:
     def __init__(self) -> None:
-        self._entries: OrderedDict[str, tuple[float, KeyInfo | None]] = OrderedDict()
-        # Requests for a key whose entry expired share one refresh (ezat/singleflight.py).
-        # clear() starts a new generation: a refresh begun before it neither writes its (maybe
-        # stale) entry nor serves a lookup made after it.
-        self._generation = 0
-        self._refreshes: SingleFlight[str, KeyInfo | None] = SingleFlight()
+        self._entries: ReadThroughCache[str, KeyInfo | None] = ReadThroughCache(
+            _load, lambda: settings.EZAT_KEY_CACHE_TTL, MAX_ENTRIES
+        )
 
     async def lookup(self, secret: str) -> KeyInfo | None:
         if not keys.is_well_formed(secret):
             return None
-        key_hash = keys.hash_key(secret)
-        hit = self._entries.get(key_hash)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
         try:
-            return await self._refreshes.run(key_hash, lambda: self._refresh(key_hash))
+            return await self._entries.get(keys.hash_key(secret))
         except DatabaseError as exc:
             # A cached key kept serving until its TTL; past it, the key cannot be checked, and
             # neither a 401 (the key may be good) nor a 500 (not a bug) is the truth: a 503.
             LOOKUP_FAILURES.inc()
             raise KeyLookupUnavailable(str(exc)) from exc
 
-    async def _refresh(self, key_hash: str) -> KeyInfo | None:
-        now, generation = time.monotonic(), self._generation
-        info = await sync_to_async(_fetch, thread_sensitive=False)(key_hash)
-        if generation != self._generation:
-            return info
-        self._entries[key_hash] = (now + settings.EZAT_KEY_CACHE_TTL, info)
-        self._entries.move_to_end(key_hash)
-        while len(self._entries) > MAX_ENTRIES:
-            self._entries.popitem(last=False)
-        return info
-
     def clear(self) -> None:
-        self._generation += 1
         self._entries.clear()
-        self._refreshes.forget()
+
+
+async def _load(key_hash: str) -> KeyInfo | None:
+    return await sync_to_async(_fetch, thread_sensitive=False)(key_hash)
 
 
 cache = KeyCache()

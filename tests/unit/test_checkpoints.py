@@ -123,7 +123,7 @@ def test_key_lookup_db_failure_raises_unavailable_and_a_cached_key_serves_until_
     async def scenario() -> None:
         assert await cache.lookup(secret) == info
         assert await cache.lookup(secret) == info  # cached: the database is not asked
-        cache._entries[keys.hash_key(secret)] = (0.0, info)  # the TTL has passed
+        cache._entries._entries[keys.hash_key(secret)] = (0.0, info)  # the TTL has passed
         with pytest.raises(keycache.KeyLookupUnavailable):
             await cache.lookup(secret)
 

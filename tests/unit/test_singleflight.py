@@ -1,5 +1,6 @@
-"""ezat.singleflight and the two caches that use it: concurrent lookups of one expired entry make
-one database query, not one each (the 1,000-stream burst queued ~1,000 key lookups)."""
+"""ezat.singleflight, ezat.read_through and the two caches built on them: concurrent lookups
+of one expired entry make one database query, not one each (the 1,000-stream burst queued
+~1,000 key lookups)."""
 
 from __future__ import annotations
 
