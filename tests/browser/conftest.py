@@ -120,6 +120,7 @@ def seed_org(suffix: str) -> tuple[int, str, int]:
     Returns its id, its name and what the seeded usage costs (charged when the server's
     reconciliation gets to it)."""
     from django.contrib.auth import get_user_model
+    from django.db import transaction
     from django.utils import timezone
 
     from accounts import services
@@ -141,30 +142,36 @@ def seed_org(suffix: str) -> tuple[int, str, int]:
     }
     now = timezone.now()
     cost = 0
-    for day in range(1, 14):
-        for n, model in enumerate(("anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5")):
-            if model.endswith("opus-5-5") and day % 3:
-                continue
-            record = UsageRecord.objects.create(
-                request_id=f"req_seed_{suffix}_{day}_{n}",
-                org=org,
-                api_key=seed_key,
-                api="chat",
-                model_id=model,
-                model_name=model.split("/")[1],
-                deployment="sim",
-                input_tokens=2000 + 300 * day,
-                output_tokens=400 + 40 * day,
-                cache_read_tokens=5000 * (day % 4),
-                cost_nano=(9 + day) * 1_000_000 * (n + 1),
-                prices=prices,
-                started_at=now - timedelta(days=day),
-                latency_ms=300 + day * 20,
-                attempts=[{"deployment": "sim", "outcome": "ok"}],
-            )
-            UsageRecord.objects.filter(pk=record.pk).update(created_at=now - timedelta(days=day))
-            mirror_usage(record, created_at=now - timedelta(days=day))
-            cost += record.cost_nano
+    # One transaction: the running server's reconciliation sees the seeded usage all at once or
+    # not at all. Row by row, a loaded CI run reconciled part of it first, and the balance page
+    # showed a ledger balance between "before" and "after" ($35.22).
+    with transaction.atomic():
+        for day in range(1, 14):
+            for n, model in enumerate(("anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5")):
+                if model.endswith("opus-5-5") and day % 3:
+                    continue
+                record = UsageRecord.objects.create(
+                    request_id=f"req_seed_{suffix}_{day}_{n}",
+                    org=org,
+                    api_key=seed_key,
+                    api="chat",
+                    model_id=model,
+                    model_name=model.split("/")[1],
+                    deployment="sim",
+                    input_tokens=2000 + 300 * day,
+                    output_tokens=400 + 40 * day,
+                    cache_read_tokens=5000 * (day % 4),
+                    cost_nano=(9 + day) * 1_000_000 * (n + 1),
+                    prices=prices,
+                    started_at=now - timedelta(days=day),
+                    latency_ms=300 + day * 20,
+                    attempts=[{"deployment": "sim", "outcome": "ok"}],
+                )
+                UsageRecord.objects.filter(pk=record.pk).update(
+                    created_at=now - timedelta(days=day)
+                )
+                mirror_usage(record, created_at=now - timedelta(days=day))
+                cost += record.cost_nano
     return org.pk, org.name, cost
 
 
