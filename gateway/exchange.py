@@ -33,6 +33,7 @@ from gateway import limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError
+from gateway.first_tokens import gate
 from gateway.http import StreamWriter
 from gateway.platforms import StreamDecoder, json_reply, stream_decoder, upstream_error
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
@@ -76,6 +77,9 @@ STREAM_FAILED = "stream_failed"
 
 # What can end a stream after its commit point (nothing is retried then).
 STREAM_FAILURES = (AttemptFailed, *CONNECT_ERRORS, orjson.JSONDecodeError)
+# Events split per step while looking for the first token: message_start, content_block_start,
+# a ping, the first delta. The rest of the read is split after the first token has gone out.
+FIRST_EVENTS = 4
 
 
 @dataclass(slots=True)
@@ -87,8 +91,14 @@ class OpenStream:
     buffered: list[tuple[SSEEvent, dict[str, Any]]]
     route: Route
     # Events of the committing read after the first token, not parsed yet: the first token goes
-    # out before the rest of a large first read is processed.
+    # out before the rest of a large first read is processed. The parser holds the part of that
+    # read it has not split yet (`take_rest`).
     rest: list[SSEEvent] = field(default_factory=list)
+
+    def take_rest(self) -> list[SSEEvent]:
+        """The committing read's events after the first token, split now, once."""
+        rest, self.rest = self.rest, []
+        return [*rest, *self.parser.feed(b"")]
 
 
 def _no_body(route: Route) -> bytes:
@@ -285,6 +295,7 @@ class Exchange(ChainWalk):
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
         parser = stream_decoder(route.deployment.kind)
         buffered: list[tuple[SSEEvent, dict[str, Any]]] = []
+        response.awaiting_first_token(True)
         try:
             while True:
                 now = time.monotonic()
@@ -310,28 +321,30 @@ class Exchange(ChainWalk):
                         retryable=True,
                     )
                 committed = False
-                events = parser.feed(chunk)
-                for position, event in enumerate(events):
-                    data = event.json()
-                    if event.name == "error" and not committed:
-                        error = data.get("error") or {}
-                        raise AttemptFailed(
-                            GatewayError(
-                                EVENT_STATUS.get(str(error.get("type")), 500),
-                                str(error.get("message") or "upstream error"),
-                                type_=error.get("type"),
-                            ),
-                            "error_event",
-                            retryable=True,
-                        )
-                    buffered.append((event, data))
-                    if not committed and event.name in CONTENT_EVENTS:
-                        committed = True
-                        self.ttft_ms = int((time.perf_counter() - self.t0) * 1000)
-                    if committed and event.name == "content_block_delta":
-                        # The first token: what follows in this read is parsed by the pump.
-                        rest = events[position + 1 :]
-                        return OpenStream(response, parser, buffered, route, rest)
+                events = parser.feed(chunk, FIRST_EVENTS)
+                while events:
+                    for position, event in enumerate(events):
+                        data = event.json()
+                        if event.name == "error" and not committed:
+                            error = data.get("error") or {}
+                            raise AttemptFailed(
+                                GatewayError(
+                                    EVENT_STATUS.get(str(error.get("type")), 500),
+                                    str(error.get("message") or "upstream error"),
+                                    type_=error.get("type"),
+                                ),
+                                "error_event",
+                                retryable=True,
+                            )
+                        buffered.append((event, data))
+                        if not committed and event.name in CONTENT_EVENTS:
+                            committed = True
+                            self.ttft_ms = int((time.perf_counter() - self.t0) * 1000)
+                        if committed and event.name == "content_block_delta":
+                            # The first token: what follows in this read is parsed by the pump.
+                            rest = events[position + 1 :]
+                            return OpenStream(response, parser, buffered, route, rest)
+                    events = parser.feed(b"", FIRST_EVENTS)
                 if committed:
                     return OpenStream(response, parser, buffered, route)
         except AttemptFailed:
@@ -340,6 +353,8 @@ class Exchange(ChainWalk):
         except (*CONNECT_ERRORS, orjson.JSONDecodeError) as exc:
             response.close()
             raise AttemptFailed(_connect_error(exc), "dropped", retryable=True) from None
+        finally:
+            response.awaiting_first_token(False)
 
     async def _post_keeping_alive(
         self,
@@ -379,7 +394,7 @@ class Exchange(ChainWalk):
         before `message_stop`. The consumer ends the stream by returning.
         """
         pending = opened.buffered
-        rest, opened.rest = opened.rest, []
+        rest_due = True
         response = opened.response
         response.watch_idle(settings.EZAT_PING_INTERVAL)
         # Signatures are remembered with the kind that signed them only where the model's
@@ -392,9 +407,14 @@ class Exchange(ChainWalk):
                     if track:
                         self._remember_signatures(opened.route, pending)
                     yield pending
-                if rest:
-                    pending, rest = [(e, e.json()) for e in rest], []
-                    continue
+                if gate.ready:
+                    # Other streams' first tokens are waiting: they go out before this bulk.
+                    await gate.wait_turn()
+                if rest_due:
+                    rest_due = False
+                    pending = [(e, e.json()) for e in opened.take_rest()]
+                    if pending:
+                        continue
                 if disconnected.is_set():
                     raise ClientGone
                 try:
@@ -431,14 +451,18 @@ class Exchange(ChainWalk):
         opened.response.stop_watching()  # the drain has its own deadline; no pings now
         try:
             async with asyncio.timeout(settings.EZAT_DISCONNECT_DRAIN_SECONDS):
-                while not tracker.exact:
-                    chunk = await opened.response.readany()
-                    if not chunk:
-                        break
-                    for event in opened.parser.feed(chunk):
+                events = opened.take_rest()  # what the first read held and was not sent yet
+                while True:
+                    for event in events:
                         if event.name == "error":
                             raise _DrainStopped
                         tracker.absorb(event.name, event.json())
+                    if tracker.exact:
+                        break
+                    chunk = await opened.response.readany()
+                    if not chunk:
+                        break
+                    events = opened.parser.feed(chunk)
         except (TimeoutError, _DrainStopped, *CONNECT_ERRORS, orjson.JSONDecodeError):
             logger.info("disconnect drain incomplete; output estimated")
         finally:

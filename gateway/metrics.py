@@ -42,6 +42,10 @@ TOKENS = Counter(
 COST = Counter("ezat_cost_nano_usd_total", "Cost billed in nano-USD, by canonical model", ["model"])
 IN_FLIGHT = Gauge("ezat_requests_in_flight", "API requests being handled now")
 OPEN_STREAMS = Gauge("ezat_open_streams", "Streams past their first token, not yet ended")
+FIRST_TOKEN_GATE_TIMEOUTS = Counter(
+    "ezat_first_token_gate_timeouts_total",
+    "Times a stream's later events stopped waiting for other streams' first tokens (MAX_WAIT)",
+)
 UPSTREAM_ATTEMPTS = Counter(
     "ezat_upstream_attempts_total", "Attempts per deployment and outcome", ["deployment", "outcome"]
 )

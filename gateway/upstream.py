@@ -25,6 +25,7 @@ import httptools
 from django.conf import settings
 
 from catalog.snapshot import DeploymentInfo
+from gateway.first_tokens import gate
 
 ANTHROPIC_VERSION = "2023-06-01"
 # An idle pooled connection older than this is not reused: servers close idle keep-alive
@@ -75,6 +76,10 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.waiter: asyncio.Future[None] | None = None
         self.paused = False
+        # Waiting for the first token (gateway/first_tokens.py): a wake-up is then counted, and
+        # uncounted when the reader runs.
+        self.awaiting_first = False
+        self.counted = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,6 +154,9 @@ class _Connection(asyncio.Protocol):
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+            if self.awaiting_first and not self.counted:
+                self.counted = True
+                gate.arrived()
 
     def _fail(self, exc: BaseException) -> None:
         if self.broken is None:
@@ -211,6 +219,9 @@ class UpstreamResponse:
                 await conn.waiter
             finally:
                 conn.waiter = None
+                if conn.counted:
+                    conn.counted = False
+                    gate.taken()
 
     def watch_idle(self, seconds: float) -> None:
         """From now on, a `readany` that has waited `seconds` since the last body bytes raises
@@ -219,6 +230,11 @@ class UpstreamResponse:
 
     def stop_watching(self) -> None:
         self._conn.stop_watching()
+
+    def awaiting_first_token(self, waiting: bool) -> None:
+        """Whether the reader waits for its first token: then its wake-ups go first (see
+        gateway/first_tokens.py)."""
+        self._conn.awaiting_first = waiting
 
     async def read(self) -> bytes:
         """The whole body; the connection is released once it has been read."""

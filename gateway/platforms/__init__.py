@@ -28,7 +28,10 @@ COUNT_PATH = "/v1/messages/count_tokens"
 
 
 class StreamDecoder(Protocol):
-    def feed(self, chunk: bytes) -> list[SSEEvent]: ...
+    def feed(self, chunk: bytes, limit: int | None = None) -> list[SSEEvent]:
+        """The events completed by `chunk`. `limit` may cap how many are returned now; the
+        others come from the next call (`feed(b"")`). A decoder may ignore it."""
+        ...
 
 
 class Platform(Protocol):

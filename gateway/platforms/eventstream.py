@@ -167,7 +167,8 @@ class BedrockStreamDecoder:
     def __init__(self) -> None:
         self._reader = EventStreamReader()
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
+    def feed(self, chunk: bytes, limit: int | None = None) -> list[SSEEvent]:
+        # `limit` is ignored: Bedrock frames one event per message, read as they come.
         return [_convert(h, p) for h, p in self._reader.feed(chunk)]
 
 

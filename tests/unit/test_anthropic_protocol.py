@@ -145,6 +145,35 @@ def test_any_split_of_the_bytes_gives_the_same_events(cuts: list[int]) -> None:
     assert parser.pending == b""
 
 
+@given(
+    st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=6),
+    st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=8),
+)
+def test_a_limited_split_keeps_the_rest_for_later(cuts: list[int], limits: list[int]) -> None:
+    """Splitting a read only up to the first token (gateway/exchange.py) loses and reorders
+    nothing: the events not returned yet come from later calls, `feed(b"")` included."""
+    parser = sse.SSEParser()
+    events = []
+    previous = 0
+    for n, cut in enumerate([*sorted(set(cuts)), len(STREAM)]):
+        got = parser.feed(STREAM[previous:cut], limits[n % len(limits)])
+        assert len(got) <= limits[n % len(limits)]
+        events += got
+        previous = cut
+    events += parser.feed(b"")
+    assert [(e.name, e.data) for e in events] == [
+        (e.name, e.data) for e in sse.SSEParser().feed(STREAM)
+    ]
+    assert parser.pending == b""
+
+
+def test_a_limited_split_returns_at_most_the_limit() -> None:
+    parser = sse.SSEParser()
+    first = parser.feed(STREAM, 2)
+    assert [e.name for e in first] == [e.name for e in sse.SSEParser().feed(STREAM)[:2]]
+    assert parser.pending  # the rest is kept, not split yet
+
+
 @pytest.mark.parametrize("newline", [b"\r\n", b"\r"])
 def test_crlf_and_cr_line_ends(newline: bytes) -> None:
     events = sse.SSEParser().feed(STREAM.replace(b"\n", newline))
