@@ -60,6 +60,9 @@ async def _start_peer(runner: Runner, name: str) -> tuple[loadgen.Target, int]:
             peer_mod.start_litellm, procs, up, runner.server_cpu
         )
         return loadgen.Target("127.0.0.1", port, "/v1/chat/completions", "openai", key), pid
+    if name == "floor":
+        port, pid, key = await asyncio.to_thread(peer_mod.start_floor, procs, up, runner.server_cpu)
+        return loadgen.Target("127.0.0.1", port, "/v1/chat/completions", "openai", key), pid
     port, pid, key = await asyncio.to_thread(peer_mod.start_portkey, procs, up, runner.server_cpu)
     headers = "".join(f"{k}: {v}\r\n" for k, v in peer_mod.portkey_headers(up))
     target = loadgen.Target("127.0.0.1", port, "/v1/chat/completions", "openai", key, headers)
@@ -227,7 +230,7 @@ def render_peers(meta: dict[str, Any], rows: list[Row], yard: Row) -> list[str]:
     table = peer_table(rows)
     if not table:
         return []
-    names = [n for n in ("litellm", "portkey") if any(n in per for per in table.values())]
+    names = [n for n in ("litellm", "portkey", "floor") if any(n in per for per in table.values())]
     head = ["figure", "EZAT", "×yardstick", *[n for n in names], *[f"EZAT ÷ {n}" for n in names]]
     out = [
         "### EZAT beside its peers (same run, same fake upstream, interleaved rounds)",
@@ -272,12 +275,36 @@ def render_peers(meta: dict[str, Any], rows: list[Row], yard: Row) -> list[str]:
         key = "ttft_p50_ms" if "stream" in figure else "p50_ms"
         what = "TTFT p50 ms" if "stream" in figure else "p50 ms"
         out.append(line(f"{what}, {figure}", ez.get(key), None, key, figure))
+    out += _floor_lines(table)
     errs = {
         n: sum(per.get(n, {}).get("errors", 0) for per in table.values()) for n in ["ezat", *names]
     }
     out += ["", f"Errors over all rounds: {', '.join(f'{n} {e}' for n, e in errs.items())}.", ""]
     out += ["Peers:", "", *[f"- {line}" for line in peer_mod.describe(names)], ""]
     return out
+
+
+def _floor_lines(table: dict[str, dict[str, dict[str, float | None]]]) -> list[str]:
+    """Issue 22's item 3 (full stack at most 0.5x Portkey's gateway CPU) beside what a Python
+    gateway with no features costs on the same server, in the same run."""
+    out = []
+    for figure in ("json C=1", "json C=16"):
+        per = table.get(figure, {})
+        floor = (per.get("floor") or {}).get("cpu_ms_per_req")
+        portkey = (per.get("portkey") or {}).get("cpu_ms_per_req")
+        if floor is None or portkey is None:
+            continue
+        ez = per.get("ezat", {})
+        gateway = ez.get("cpu_ms_per_req") or 0.0
+        services = ez.get("services_cpu_ms_per_req") or 0.0
+        out.append(
+            f"- {figure}: the floor (no features) costs {_f(floor)} ms of CPU per request, "
+            f"{_ratio(floor, portkey)}× Portkey's {_f(portkey)} ms; half of Portkey's is "
+            f"{_f(portkey / 2)} ms. EZAT's gateway adds {_f(gateway - floor)} ms to the floor "
+            f"and its PostgreSQL and Redis {_f(services)} ms (full stack "
+            f"{_f(gateway + services)} ms)."
+        )
+    return ["", *out] if out else []
 
 
 def render_scale(rows: list[Row]) -> list[str]:

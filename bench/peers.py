@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.procs import REPO, UPSTREAM_KEY, BenchError, Procs, free_port, wait_http
+from ezat.serve import command as serve_command
 
 PEERS_DIR = REPO / "bench" / ".peers"
 LITELLM_VERSION = "1.108.7"
@@ -178,6 +179,18 @@ def _clean_env(procs: Procs) -> dict[str, str]:
     return env
 
 
+def start_floor(procs: Procs, up_port: int, cpu: int | None) -> tuple[int, int, str]:
+    """bench/floor_proxy.py under EZAT's own uvicorn command line (`ezat.serve`)."""
+    port = free_port()
+    cmd = serve_command("127.0.0.1", port, 1, ["--backlog", "4096"])
+    cmd[cmd.index("ezat.asgi:application")] = "bench.floor_proxy:app"
+    env = _clean_env(procs)
+    env.update(FLOOR_UPSTREAM=f"http://127.0.0.1:{up_port}", FLOOR_UPSTREAM_KEY=UPSTREAM_KEY)
+    proc = procs.spawn("floor", cmd, env=env, cpu=cpu)
+    wait_http(f"http://127.0.0.1:{port}/", proc, procs, "floor", timeout=60)
+    return port, proc.pid, "none"
+
+
 def describe(names: list[str]) -> list[str]:
     """What the report says about the peers' provenance."""
     lines = [
@@ -192,7 +205,16 @@ def describe(names: list[str]) -> list[str]:
         f"{installed_version(portkey_dir(), '@hono/node-server')}); 1.19.x breaks its streaming "
         "with `TypeError: immutable`.",
     ]
-    return [line for line, name in zip(lines, ("litellm", "portkey"), strict=True) if name in names]
+    lines.append(
+        "floor: `bench/floor_proxy.py`, a Python ASGI proxy with no framework, auth, limits, "
+        "billing or logs, under EZAT's uvicorn command line: what any Python gateway on this "
+        "server costs at least (issue 22, item 3)."
+    )
+    return [
+        line
+        for line, name in zip(lines, ("litellm", "portkey", "floor"), strict=True)
+        if name in names
+    ]
 
 
 INSTALLERS = {"litellm": install_litellm, "portkey": install_portkey}

@@ -23,8 +23,6 @@ from pathlib import Path
 
 import orjson
 
-from ezat.serve import command as serve_command
-
 REPO = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MODEL = "anthropic/claude-sonnet-5-5"
@@ -378,9 +376,10 @@ class Procs:
         """Start the server, wait for /healthz; returns (port, pid)."""
         port = free_port()
         if server == "uvicorn":
-            # The production command line (`python -m ezat.serve --dry-run` prints it), with a
-            # backlog for the open-streams phase.
-            cmd = serve_command("127.0.0.1", port, workers, ["--backlog", "4096"])
+            # The production server: `python -m ezat.serve` (uvicorn with the graceful drain
+            # and batched accept, ezat/graceful.py), its worker count given.
+            cmd = [sys.executable, "-m", "ezat.serve", "--host", "127.0.0.1", "--port", str(port)]
+            env = {**env, "EZAT_WORKERS": str(workers)}
         elif server == "granian":
             # Backlog/backpressure above the default 1,024 so 1,000 open streams plus the
             # harness's own requests are not refused by the server itself.

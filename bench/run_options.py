@@ -57,8 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--peers",
         default="",
-        help="comma list of litellm, portkey: installed into bench/.peers/ on first use, measured "
-        "in rounds interleaved with EZAT against the same fake upstream",
+        help="comma list of litellm, portkey, floor: installed into bench/.peers/ on first use, "
+        "measured in rounds interleaved with EZAT against the same fake upstream (floor: the "
+        "least a Python gateway costs on EZAT's server, bench/floor_proxy.py)",
     )
     parser.add_argument(
         "--rounds", type=int, default=None, help="rounds of the peers comparison (3; quick 1)"
@@ -107,7 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not args.open_levels or min(args.open_levels) < 1:
             parser.error("--open-levels takes positive numbers")
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
-    if bad := set(args.peers) - {"litellm", "portkey"}:
+    if bad := set(args.peers) - {"litellm", "portkey", "floor"}:
         parser.error(f"unknown peers: {', '.join(sorted(bad))}")
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3

@@ -20,9 +20,11 @@ socket, each draining on its own when uvicorn's supervisor passes SIGTERM on.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
+import socket
 import time
 from types import FrameType
 
@@ -30,6 +32,7 @@ import uvicorn
 from uvicorn.supervisors.multiprocess import Process as _Process
 
 from ezat import draining
+from ezat.accept import batched_accept
 
 logger = logging.getLogger("ezat.serve")
 
@@ -45,7 +48,17 @@ def grace_seconds() -> float:
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn's server with a draining phase between the signal and uvicorn's shutdown."""
+    """uvicorn's server with a draining phase between the signal and uvicorn's shutdown, that
+    accepts every waiting connection at once (ezat/accept.py)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        config = self.config
+        if sockets is None and config.fd is None and config.uds is None and config.ssl is None:
+            # Bound here (as uvicorn's workers are) so that uvicorn hands `create_server` a
+            # socket, which batched_accept serves; bind_socket logs the address.
+            sockets = [config.bind_socket()]
+        with batched_accept(asyncio.get_running_loop()):
+            await super().startup(sockets=sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if draining.is_draining() or sig not in (signal.SIGTERM, signal.SIGINT):
