@@ -114,6 +114,13 @@ def readme_block(data: dict[str, Any], source: str) -> str:
                 f"{figure.split()[1]}", f"{_x(full, base)} the bare upstream's request",
                 f"{_n(full, 3)} ms", peer_ratios(full, figure, "cpu_ms_per_req"),
                 "≤ 0.5× Portkey's gateway", None if pk is None else full <= 0.5 * pk)  # fmt: skip
+            floor = _peer(rows, "floor", figure, "cpu_ms_per_req")
+            if floor is not None:
+                add(f"the floor: a Python proxy with no features (`bench/floor_proxy.py`), "
+                    f"CPU per request, JSON, {figure.split()[1]} (its ÷ columns: the floor's)",
+                    f"{_x(floor, base)} the bare upstream's request", f"{_n(floor, 3)} ms",
+                    [_r(floor, _peer(rows, p, figure, "cpu_ms_per_req")) for p in peers],
+                    "", None)  # fmt: skip
     for paced, figure in ((False, "events back to back"), (True, "events 1 ms apart")):
         ez = _peer(rows, "ezat", figure, "us_per_event")
         base = y.get("upstream_us_per_event_paced" if paced else "upstream_us_per_event")
