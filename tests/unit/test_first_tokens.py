@@ -67,22 +67,24 @@ async def test_bulk_waits_for_a_first_token_that_arrived_before_its_turn() -> No
     assert gate.ready == 0
 
 
-async def test_a_reader_past_its_first_token_is_not_counted() -> None:
+async def woken_reader(awaiting_first: bool) -> asyncio.Task[bytes]:
+    """A reader parked in `readany`, then woken by an event that has not run yet."""
     conn, response = streaming_response()
-    response.awaiting_first_token(False)
+    response.awaiting_first_token(awaiting_first)
     reader = asyncio.create_task(response.readany())
     await settle()
     conn.data_received(chunk(EVENT))
+    return reader
+
+
+async def test_a_reader_past_its_first_token_is_not_counted() -> None:
+    reader = await woken_reader(awaiting_first=False)
     assert gate.ready == 0
     assert await reader == EVENT
 
 
 async def test_a_cancelled_reader_uncounts_itself() -> None:
-    conn, response = streaming_response()
-    response.awaiting_first_token(True)
-    reader = asyncio.create_task(response.readany())
-    await settle()
-    conn.data_received(chunk(EVENT))
+    reader = await woken_reader(awaiting_first=True)
     assert gate.ready == 1
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
