@@ -1,6 +1,7 @@
 """The exchange over a chain of models, against real simulators and the real in-process limiter:
 a model at capacity or cooling down is passed over for the next one, the hold is the dearest
-model's, and a single model is still tried when cooling (cooldowns are a preference).
+model's, and a single model is still tried when cooling (cooldowns are a preference). Also the
+drain after a disconnect at the first token, whose usage is in the part of the read not split yet.
 
 The end-to-end behaviour through the SDKs is in tests/e2e/test_model_fallbacks.py; these cases
 need slots and cooldowns set exactly, which the shared e2e stack cannot do without filling a
@@ -29,6 +30,7 @@ from gateway.limits.local import LocalLimiter
 from gateway.routing import health
 from gateway.simulator.testing import SimulatorThread
 from gateway.upstream import client
+from gateway.usage import UsageTracker
 from tests.limits.conftest import StaticMoney
 
 KEY = KeyInfo(id=7, org_id=7, prefix="ezat_sk_test", rpm_limit=1000, spend_cap_nano=None)
@@ -210,3 +212,43 @@ async def test_signed_thinking_bars_the_chain_and_says_why(
     assert caught.value.status == 503
     assert caught.value.message.endswith(ex.fallbacks_barred)
     assert served(sims["b"]) == 0
+
+
+class _ClosedWriter:
+    """The client's side of a stream that left at its first token: nothing more goes out."""
+
+    async def write(self, data: bytes) -> None:
+        raise AssertionError("nothing is written after the client left")
+
+
+async def test_a_client_that_leaves_at_its_first_token_pays_the_exact_output(
+    sims: dict[str, SimulatorThread], limiter: LocalLimiter
+) -> None:
+    """The simulator sends the whole answer in one write, so the read that holds the first token
+    holds `message_delta` (the exact output) too; that part is split only after the first token
+    went out. The drain after a disconnect reads it, rather than billing an estimate."""
+    ex = exchange(model("drain", sims["a"], output_price=1))
+    recorded: list[tuple[bool, int, str]] = []
+
+    async def record(tracker: UsageTracker, *, status: str = "ok") -> int:
+        recorded.append((tracker.exact, tracker.tokens(ex.model).output, status))
+        return 0
+
+    ex.record = record  # type: ignore[method-assign]
+    await ex.admit(input_estimate=100, max_tokens=1000)
+    try:
+        opened = await ex.open_committed(stream_body, None, _ClosedWriter(), b"")  # type: ignore[arg-type]
+        assert opened.parser.pending  # the rest of the read is not split yet
+        tracker = UsageTracker()
+        for event, data in opened.buffered:  # what the pump absorbed before its first write
+            tracker.absorb(event.name, data)
+        assert await ex.drain_after_disconnect(opened, tracker) == 499
+    finally:
+        await ex.settle()
+    ((exact, output, status),) = recorded
+    assert (exact, status) == (True, "client_disconnected")
+    assert output > 0
+
+
+def stream_body(route: Route) -> bytes:
+    return orjson.dumps({**orjson.loads(body(route)), "stream": True})
