@@ -40,10 +40,9 @@ class FirstTokenGate:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def arrived(self) -> None:
-        """A stream waiting for its first token has data to read (called from I/O callbacks)."""
+        """A stream waiting for its first token has data to read (called from I/O callbacks).
+        Only counted: `wait_turn` clears the event itself before each wait."""
         self.ready += 1
-        if self.ready == 1 and self._drained is not None:
-            self._drained.clear()
 
     def taken(self) -> None:
         """That stream is running now."""
