@@ -5,8 +5,10 @@ What it does is what Portkey's gateway does for the benchmark's request, and not
 ASGI app with no framework, no auth, no limits, no billing, no logs. It maps an OpenAI chat
 request to an Anthropic Messages body, forwards it over a pooled keep-alive connection (parsed
 with httptools, as gateway/upstream.py does), and maps the answer back: the JSON reply, or each
-text delta of a stream as a chat chunk, then `[DONE]`. It runs under the same uvicorn command
-line as EZAT (uvloop, httptools, one worker).
+text delta of a stream as a chat chunk, then `[DONE]`. It runs on uvicorn with EZAT's options
+(uvloop, httptools, one worker), started by its plain command line: the cells it is measured in
+are closed loops over at most 16 keep-alive connections, where EZAT's batched accept
+(ezat/accept.py) has nothing to batch.
 
 Its CPU per request is therefore a floor for any gateway written in Python on this server: EZAT
 on top of it pays for authentication, admission, routing, failover, translation of every field,

@@ -180,10 +180,9 @@ def _clean_env(procs: Procs) -> dict[str, str]:
 
 
 def start_floor(procs: Procs, up_port: int, cpu: int | None) -> tuple[int, int, str]:
-    """bench/floor_proxy.py under EZAT's own uvicorn command line (`ezat.serve`)."""
+    """bench/floor_proxy.py on uvicorn with EZAT's options (uvloop, httptools, one worker)."""
     port = free_port()
-    cmd = serve_command("127.0.0.1", port, 1, ["--backlog", "4096"])
-    cmd[cmd.index("ezat.asgi:application")] = "bench.floor_proxy:app"
+    cmd = serve_command("127.0.0.1", port, 1, ["--backlog", "4096"], app="bench.floor_proxy:app")
     env = _clean_env(procs)
     env.update(FLOOR_UPSTREAM=f"http://127.0.0.1:{up_port}", FLOOR_UPSTREAM_KEY=UPSTREAM_KEY)
     proc = procs.spawn("floor", cmd, env=env, cpu=cpu)
@@ -207,8 +206,8 @@ def describe(names: list[str]) -> list[str]:
     ]
     lines.append(
         "floor: `bench/floor_proxy.py`, a Python ASGI proxy with no framework, auth, limits, "
-        "billing or logs, under EZAT's uvicorn command line: what any Python gateway on this "
-        "server costs at least (issue 22, item 3)."
+        "billing or logs, on uvicorn with EZAT's options (uvloop, httptools, one worker): what "
+        "any Python gateway on this server costs at least (issue 22, item 3)."
     )
     return [
         line

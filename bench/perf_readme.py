@@ -119,8 +119,7 @@ def readme_block(data: dict[str, Any], source: str) -> str:
                 add(f"the floor: a Python proxy with no features (`bench/floor_proxy.py`), "
                     f"CPU per request, JSON, {figure.split()[1]} (its ÷ columns: the floor's)",
                     f"{_x(floor, base)} the bare upstream's request", f"{_n(floor, 3)} ms",
-                    [_r(floor, _peer(rows, p, figure, "cpu_ms_per_req")) for p in peers],
-                    "", None)  # fmt: skip
+                    peer_ratios(floor, figure, "cpu_ms_per_req"), "", None)  # fmt: skip
     for paced, figure in ((False, "events back to back"), (True, "events 1 ms apart")):
         ez = _peer(rows, "ezat", figure, "us_per_event")
         base = y.get("upstream_us_per_event_paced" if paced else "upstream_us_per_event")

@@ -15,7 +15,8 @@ environment first, then the checkout's `.env`):
 On SIGTERM each worker drains first (ezat/graceful.py: /readyz 503 at once, open streams
 finish within EZAT_SHUTDOWN_GRACE_SECONDS). The server is uvicorn (uvloop + httptools): the
 benchmark measured granian at more CPU per request in every cell (bench/README.md, "Other
-servers"). Arguments after `--` go to uvicorn's own CLI unchanged (then without the drain).
+servers"). Arguments after `--` go to uvicorn's own CLI unchanged (then without the drain
+and the batched accept of ezat/accept.py).
 
     python -m ezat.serve [--host H] [--port P] [--dry-run] [-- extra uvicorn args]
 """
@@ -82,12 +83,16 @@ def settings_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-def command(host: str, port: int, workers: int, extra: list[str]) -> list[str]:
+def command(
+    host: str, port: int, workers: int, extra: list[str], app: str = "ezat.asgi:application"
+) -> list[str]:
+    """uvicorn's own command line with the production options (the benchmark also runs other
+    ASGI apps with it)."""
     return [
         sys.executable,
         "-m",
         "uvicorn",
-        "ezat.asgi:application",
+        app,
         "--host",
         host,
         "--port",
@@ -124,7 +129,8 @@ def main(argv: list[str] | None = None) -> None:
         print(" ".join(cmd))
         return
     if extra:
-        # Options for uvicorn itself: its own CLI, without the graceful drain on SIGTERM.
+        # Options for uvicorn itself: its own CLI, without the graceful drain on SIGTERM and
+        # the batched accept.
         os.execv(cmd[0], cmd)
     from ezat import graceful
 
