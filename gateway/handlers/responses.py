@@ -82,9 +82,14 @@ PREFIX = "/openai/v1/responses/"
 
 class _Request:
     """The Responses request as the chain's models need it: the caller's body, the stored state
-    it continues, and what only the first translation fetched (image downloads)."""
+    it continues, and what only the first translation fetched (image downloads).
 
-    __slots__ = ("auto_cache", "body", "history", "images", "opener", "referenced")
+    `sent_len` is the size of everything that goes upstream as text: the client's body plus the
+    stored history and referenced items it expands to. Holds and size checks use it, not the
+    body's bytes: a tiny body naming a large stored context costs the context (issue 31).
+    """
+
+    __slots__ = ("auto_cache", "body", "history", "images", "opener", "referenced", "sent_len")
 
     def __init__(
         self,
@@ -93,6 +98,7 @@ class _Request:
         history: list[dict[str, Any]] | None,
         referenced: dict[str, dict[str, Any]],
         opener: ChainOpener,
+        body_len: int,
     ) -> None:
         self.body = body
         self.auto_cache = auto_cache
@@ -100,6 +106,7 @@ class _Request:
         self.referenced = referenced
         self.opener = opener
         self.images: dict[str, dict[str, Any]] = {}
+        self.sent_len = body_len + stored_len(history, referenced)
 
     def translate(self, model: ModelInfo) -> TranslatedResponsesRequest:
         try:
@@ -129,6 +136,18 @@ class _Request:
         return _prepared(tr)
 
 
+def stored_len(history: list[dict[str, Any]] | None, referenced: dict[str, dict[str, Any]]) -> int:
+    """The serialized size of the stored items a request expands to. Serialized again only for
+    requests that continue stored state (they already paid a database lookup); its base64
+    media is counted here as in the media tally, so the text estimate stays consistent.
+    Instructions are not carried over from a previous response (OpenAI's rule, see
+    inbound.translate_request), so the history is all a continuation adds."""
+    size = len(orjson.dumps(history)) if history else 0
+    if referenced:
+        size += len(orjson.dumps(list(referenced.values())))
+    return size
+
+
 def _prepared(tr: TranslatedResponsesRequest) -> Prepared:
     return Prepared(lambda route: upstream_body(tr.body, route), tr.reasoning_effort, tr)
 
@@ -153,18 +172,18 @@ async def _request(
             param="previous_response_id",
         )
     auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
-    return _Request(body, auto_cache, history, referenced, opener)
+    return _Request(body, auto_cache, history, referenced, opener, len(request.body))
 
 
 async def _translate(
     request: ApiRequest, req: _Request, model: ModelInfo, scope: RequestScope
 ) -> tuple[TranslatedResponsesRequest, int]:
     """Translate, inline image URLs; also returns the worst-case input tokens (text by size,
-    media by its pixels and pages)."""
+    stored history included, media by its pixels and pages)."""
     tr = req.translate(model)
-    await inline_images(tr.images, model, tr.media, len(request.body), scope)
+    await inline_images(tr.images, model, tr.media, req.sent_len, scope)
     req.images = {ref.param: ref.block["source"] for ref in tr.images}
-    return tr, input_estimate(len(request.body), tr.media, model)
+    return tr, input_estimate(req.sent_len, tr.media, model)
 
 
 def _sent_max_tokens(body: dict[str, Any], tr: TranslatedResponsesRequest) -> int | None:
@@ -172,7 +191,7 @@ def _sent_max_tokens(body: dict[str, Any], tr: TranslatedResponsesRequest) -> in
 
 
 def _candidates(
-    models: ModelChain, req: _Request, tr: TranslatedResponsesRequest, raw_len: int
+    models: ModelChain, req: _Request, tr: TranslatedResponsesRequest
 ) -> list[Candidate]:
     sent = _sent_max_tokens(req.body, tr)
 
@@ -186,7 +205,7 @@ def _candidates(
         )
 
     def estimate(model: ModelInfo) -> int:
-        return input_estimate(raw_len, tr.media, model)
+        return input_estimate(req.sent_len, tr.media, model)
 
     found = []
     for model in fitting(models, needs, estimate):
@@ -228,7 +247,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         # Signed thinking blocks are valid only on the platform and with the model that signed
         # them: the request goes to the model its reasoning was sealed for, and no further.
         signed = _signed(tr)
-        candidates, barred = _candidates(models, req, tr, len(request.body)), None
+        candidates, barred = _candidates(models, req, tr), None
         if signed:
             candidates, barred = bar_fallbacks(
                 pinned(candidates, {opener.opened_by} if opener.opened_by else set())
