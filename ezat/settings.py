@@ -342,7 +342,9 @@ EZAT_EMBEDDED_PERIODIC = env.list(
 )
 # Playground (playground/): its per-session key is revoked this long after it was minted.
 EZAT_PLAYGROUND_KEY_TTL_SECONDS = env.int("EZAT_PLAYGROUND_KEY_TTL_SECONDS", default=3600)
-# Where the Playground sends its requests; empty = this server, at the address the browser used.
+# Where the Playground's relay sends its requests (an internal address such as
+# http://127.0.0.1:8000); empty = this server at the address its socket accepted the browser's
+# connection on. Never derived from the request's Host header (playground/relay.py).
 EZAT_PLAYGROUND_GATEWAY_URL = env.str("EZAT_PLAYGROUND_GATEWAY_URL", default="")
 # Downloaded image bytes (base64) all requests of one process may hold at once, and how long a
 # request waits for room before a 503 (gateway/images/memory.py).

@@ -36,6 +36,41 @@ class PlaygroundInputError(ValueError):
     """A malformed run request (not the prompt's content: the gateway validates that)."""
 
 
+class RelayAddressUnknown(RuntimeError):
+    """Neither EZAT_PLAYGROUND_GATEWAY_URL nor the server's own socket names where to relay."""
+
+
+def gateway_url(configured: str, server: object) -> str:
+    """Where the relay sends a run: the configured internal address, else this server at the
+    address its socket accepted the connection on (the ASGI scope's `server`). Pure.
+
+    Never the request's `Host` header: a browser (or anyone with a session) names any host in
+    it, and allowed hosts ignore the port, so `Host: 127.0.0.1:8307` sent the org's key and the
+    run to another local service and relayed its answer (issue 31, item 3). The socket's
+    address is plain HTTP (TLS ends at the load balancer); a server that terminates TLS itself,
+    or listens on a Unix socket, needs EZAT_PLAYGROUND_GATEWAY_URL.
+    """
+    configured = configured.strip().rstrip("/")
+    if configured:
+        return configured
+    if (
+        isinstance(server, (tuple, list))
+        and len(server) == 2
+        and isinstance(server[0], str)
+        and server[0]
+        and isinstance(server[1], int)
+        and server[1] > 0
+    ):
+        host, port = server
+        if host in ("0.0.0.0", "::"):  # a wildcard bind: the server is reachable on loopback
+            host = "127.0.0.1"
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    raise RelayAddressUnknown(
+        "the Playground cannot tell this server's own address (it does not listen on a TCP "
+        "socket it can name); set EZAT_PLAYGROUND_GATEWAY_URL"
+    )
+
+
 def run_body(data: Any) -> dict[str, Any]:
     """The Responses API request for a run. Pure."""
     if not isinstance(data, dict):

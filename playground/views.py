@@ -32,14 +32,23 @@ def playground_page(request: HttpRequest, membership: Membership) -> HttpRespons
             membership,
             models=playground_models(),
             levels=relay.REASONING_LEVELS[1:],
-            api_base=gateway_base(request),
+            api_base=public_base(request),
         ),
     )
 
 
-def gateway_base(request: HttpRequest) -> str:
-    configured = str(settings.EZAT_PLAYGROUND_GATEWAY_URL or "").rstrip("/")
+def public_base(request: HttpRequest) -> str:
+    """The base URL the page's code samples show: text for the user, never fetched by the
+    server (the relay goes to `relay.gateway_url`)."""
+    configured = str(settings.EZAT_PUBLIC_URL or "").rstrip("/")
     return configured or f"{request.scheme}://{request.get_host()}"
+
+
+def relay_base(request: HttpRequest) -> str:
+    # The ASGI scope's server is the socket the connection arrived on, not anything the client
+    # sent; a request without one (not served over ASGI) has only the configured address.
+    server = getattr(request, "scope", {}).get("server")
+    return relay.gateway_url(str(settings.EZAT_PLAYGROUND_GATEWAY_URL or ""), server)
 
 
 @never_cache
@@ -52,8 +61,11 @@ def playground_run(request: HttpRequest, membership: Membership) -> HttpResponse
         return JsonResponse({"error": {"message": "the body must be JSON"}}, status=400)
     except relay.PlaygroundInputError as exc:
         return JsonResponse({"error": {"message": str(exc)}}, status=400)
+    try:
+        url = relay_base(request) + "/openai/v1/responses"
+    except relay.RelayAddressUnknown as exc:
+        return JsonResponse({"error": {"message": str(exc)}}, status=503)
     secret = services.session_secret(request.session, membership.org, request.user)
-    url = gateway_base(request) + "/openai/v1/responses"
     response = StreamingHttpResponse(
         relay.relay(url, secret, body, membership.org_id), content_type="text/event-stream"
     )

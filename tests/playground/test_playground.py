@@ -145,3 +145,24 @@ def test_page_has_no_key_and_run_needs_csrf_and_membership(org: Any, owner: Any)
     )
     assert response.status_code == 403  # no org: the no-org page
     assert not ApiKey.objects.exclude(org=org).filter(name__startswith="Playground").exists()
+
+
+@pytest.mark.parametrize(
+    ("configured", "server", "url"),
+    [
+        ("http://gw.internal:8000/", ("10.0.0.5", 9000), "http://gw.internal:8000"),
+        ("", ("10.0.0.5", 9000), "http://10.0.0.5:9000"),
+        ("", ("0.0.0.0", 8000), "http://127.0.0.1:8000"),
+        ("", ("::1", 8000), "http://[::1]:8000"),
+    ],
+)
+def test_the_relay_goes_to_the_configured_address_or_the_servers_own_socket(
+    configured: str, server: Any, url: str
+) -> None:
+    assert relay.gateway_url(configured, server) == url
+
+
+@pytest.mark.parametrize("server", [None, ("/run/ezat.sock", None), ("", 0)])
+def test_the_relay_refuses_to_guess_an_address_it_cannot_name(server: Any) -> None:
+    with pytest.raises(relay.RelayAddressUnknown, match="EZAT_PLAYGROUND_GATEWAY_URL"):
+        relay.gateway_url("", server)
