@@ -28,6 +28,10 @@ The shape:
   its own x-request-id still gets its second request stored under a suffixed id.
 - A record the database refuses for a reason other than being unreachable (a bug, bad data) goes
   to `rejected-*.jsonl` beside the spool and is counted, instead of blocking the replay forever.
+- Files live in a folder per database (`EZAT_USAGE_SPOOL_DIR/db-<digest>/`, billing/spool_owner.py):
+  a process replays only its own database's folder, and leaves another database's spool where
+  it is, counted (`ezat_usage_spool_foreign_files`) and named in a warning. Replayed into the
+  wrong database, its records would be refused, moved aside and never billed.
 
 When the spool itself cannot take a record (disk full, directory unwritable or gone, a file-size
 limit) while the database is down, the record is kept in the writer's memory
@@ -70,6 +74,13 @@ import orjson
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
+from billing.spool_owner import (
+    FOLDER_PREFIX,
+    current_identity,
+    describe_folder,
+    write_description,
+)
+
 logger = logging.getLogger(__name__)
 
 SPOOLED = Counter("ezat_usage_spooled_total", "Usage records written to the local spool")
@@ -86,6 +97,11 @@ REJECTED = Counter(
     "Spooled records the database refused (not for being down); kept in rejected-*.jsonl",
 )
 PENDING_FILES = Gauge("ezat_usage_spool_files", "Spool files seen at the last replay")
+FOREIGN_FILES = Gauge(
+    "ezat_usage_spool_foreign_files",
+    "Spool files of another database (or of unknown database) in EZAT_USAGE_SPOOL_DIR, left "
+    "unreplayed by this process",
+)
 
 PREFIX = "usage-"
 SUFFIX = ".jsonl"
@@ -95,8 +111,13 @@ class SpoolError(Exception):
     """The spool could not make a record durable (disk full, directory not writable)."""
 
 
-def spool_dir() -> Path:
+def spool_root() -> Path:
     return Path(settings.EZAT_USAGE_SPOOL_DIR)
+
+
+def spool_dir() -> Path:
+    """This process's folder: the one of the database it is configured for."""
+    return spool_root() / current_identity().folder
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -206,6 +227,8 @@ class UsageSpool:
         if self._fd is None:
             directory = self.directory
             directory.mkdir(parents=True, exist_ok=True)
+            if self._directory is None:
+                write_description(directory, current_identity())
             name = f"{PREFIX}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}{SUFFIX}"
             path = directory / name
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -245,20 +268,32 @@ class ReplayResult:
     torn: int = 0
     rejected: int = 0
     busy: int = 0  # files still held by a live writer
+    foreign: int = 0  # files of another database, left alone (default folder only)
 
 
 def replay(directory: Path | None = None) -> ReplayResult:
     """Insert every record of every spool file no live process holds, then delete the file.
 
+    Without `directory`, the folder of this process's database, and the other databases'
+    spool files in EZAT_USAGE_SPOOL_DIR are counted and named, never touched.
+
     Raises the database's OperationalError/InterfaceError when it is still unreachable: the
     file stays, and the next round takes it up again (records already inserted are found by
     the idempotent insert, never doubled).
     """
+    if directory is None:
+        own = spool_dir()
+        result = _replay(own)
+        result.foreign = _note_foreign(spool_root(), own)
+        return result
+    return _replay(directory)
+
+
+def _replay(directory: Path) -> ReplayResult:
     from django.db import DatabaseError, InterfaceError, OperationalError
 
     from billing.recorder import insert_idempotent
 
-    directory = directory or spool_dir()
     result = ReplayResult()
     if not directory.is_dir():
         PENDING_FILES.set(0)
@@ -301,6 +336,62 @@ def replay(directory: Path | None = None) -> ReplayResult:
         finally:
             os.close(fd)
     return result
+
+
+# What the last round warned about: the warning is repeated only when it changes, not every
+# EZAT_USAGE_SPOOL_RETRY_SECONDS.
+_warned: dict[Path, int] = {}
+
+
+def foreign_files(root: Path, own: Path) -> dict[Path, int]:
+    """Spool files in `root` outside `own`: {folder: files}. `root` itself holds the files of
+    gateways from before per-database folders, whose database is unknown."""
+    found: dict[Path, int] = {}
+    if not root.is_dir():
+        return found
+    legacy = len(list(root.glob(f"{PREFIX}*{SUFFIX}")))
+    if legacy:
+        found[root] = legacy
+    for folder in root.glob(f"{FOLDER_PREFIX}*"):
+        if folder == own or not folder.is_dir():
+            continue
+        count = len(list(folder.glob(f"{PREFIX}*{SUFFIX}")))
+        if count:
+            found[folder] = count
+    return found
+
+
+def _note_foreign(root: Path, own: Path) -> int:
+    found = foreign_files(root, own)
+    total = sum(found.values())
+    FOREIGN_FILES.set(total)
+    if found == _warned:
+        return total
+    _warned.clear()
+    _warned.update(found)
+    mine = current_identity().describe()
+    for folder, count in sorted(found.items()):
+        if folder == root:
+            logger.warning(
+                "usage spool: %d file(s) in %s are from before per-database spool folders; "
+                "their database is unknown, so this gateway (database: %s) does not replay "
+                "them. Move them into %s/ if they belong to this database.",
+                count,
+                folder,
+                mine,
+                own,
+            )
+        else:
+            logger.warning(
+                "usage spool: %d file(s) in %s belong to another database (%s) and are not "
+                "replayed by this gateway (database: %s); a gateway configured for that "
+                "database replays them",
+                count,
+                folder,
+                describe_folder(folder),
+                mine,
+            )
+    return total
 
 
 def _reject(directory: Path, fields: dict[str, Any]) -> None:

@@ -134,7 +134,8 @@ def test_postgres_stopped_10s_under_load_every_answered_request_billed_exactly_o
         def billed() -> list[dict[str, Any]] | None:
             rows = usage_rows(pg.dsn(), org_id)
             have = {base_id(r["request_id"]) for r in rows}
-            spooled = list((tmp_path / "spool").glob("usage-*.jsonl"))
+            # Spooled files are in the folder of their database (billing/spool_owner.py).
+            spooled = list((tmp_path / "spool").rglob("usage-*.jsonl"))
             return rows if answered <= have and not spooled else None
 
         rows = wait_for(billed, 120, "every answered request billed and the spool replayed")
