@@ -1,5 +1,5 @@
 """Gauges computed when /metrics is scraped (nothing on the request path): deployments cooling
-down, the usage writer's queues and lag, and reconciliation lag."""
+down, the usage writer's queues and lag, reconciliation lag, and image downloads in flight."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ _NAMES = (
     "ezat_writer_queue_depth",
     "ezat_writer_lag_seconds",
     "ezat_reconciliation_lag_seconds",
+    "ezat_image_download_bytes_in_flight",
+    "ezat_image_downloads_in_flight",
 )
 
 
@@ -50,6 +52,7 @@ class GatewayCollector(Collector):
             "Age of the oldest row waiting for the usage writer (0 when none)",
             writer.lag_seconds(),
         )
+        yield from _image_downloads()
         lag = _reconciliation_lag(now)
         if lag is not None:
             yield GaugeMetricFamily(
@@ -57,6 +60,25 @@ class GatewayCollector(Collector):
                 "Age of the oldest usage record not yet charged to the ledger (0 when none)",
                 lag,
             )
+
+
+def _image_downloads() -> Iterator[GaugeMetricFamily]:
+    # The fetcher exists once a request carried an image URL; before that nothing is in flight
+    # (and its httpx client is not imported for a scrape).
+    from gateway.handlers import translated
+
+    fetcher = translated._fetcher
+    in_flight = fetcher.memory.in_flight if fetcher is not None else None
+    yield GaugeMetricFamily(
+        "ezat_image_download_bytes_in_flight",
+        "Raw image bytes buffered by downloads still running (this process)",
+        in_flight.bytes if in_flight is not None else 0,
+    )
+    yield GaugeMetricFamily(
+        "ezat_image_downloads_in_flight",
+        "Image downloads running (this process)",
+        in_flight.downloads if in_flight is not None else 0,
+    )
 
 
 def _reconciliation_lag(now: float) -> float | None:

@@ -95,6 +95,14 @@ async def inline_images(
             [(ref.param, ref.url) for ref in images], max_total_bytes=allowance
         )
     except ImageFetchError as exc:
+        if exc.status == 503:  # the process's download memory is full: retry shortly
+            raise GatewayError(
+                503,
+                f"{exc.param}: {exc}",
+                param=exc.param,
+                type_="overloaded_error",
+                headers={"retry-after": "2"},
+            ) from None
         raise GatewayError(exc.status, f"{exc.param}: {exc}", param=exc.param) from None
     lease.shrink_to(sum(len(image.data_b64) for image in fetched))
     for ref, image in zip(images, fetched, strict=True):

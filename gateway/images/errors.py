@@ -72,3 +72,12 @@ class HostResolutionError(DownloadRefused):
 
 class ImageContentError(DownloadRefused):
     """The response was not an acceptable image (status, size, budget, magic bytes)."""
+
+
+class DownloadMemoryFull(DownloadRefused):
+    """The bytes this process's downloads hold reached its image memory budget (a 503)."""
+
+    def __init__(
+        self, message: str = "image downloads are at this server's memory budget; retry shortly"
+    ) -> None:
+        super().__init__(message)

@@ -27,6 +27,7 @@ from gateway.images.errors import (
     MESSAGE_BAD_REDIRECT,
     MESSAGE_CONNECT_FAILED,
     MESSAGE_CONNECTION_ERROR,
+    DownloadMemoryFull,
     DownloadRefused,
     ImageContentError,
     ImageFetchError,
@@ -108,6 +109,32 @@ def _core_url(target: ImageTarget) -> httpcore.URL:
     return httpcore.URL(
         scheme=url.raw_scheme, host=url.raw_host, port=target.port, target=url.raw_path
     )
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Task[FetchedImage]]) -> None:
+    unfinished = [task for task in tasks if not task.done()]
+    for task in unfinished:
+        task.cancel()
+    if unfinished:
+        await asyncio.gather(*unfinished, return_exceptions=True)
+
+
+def _first_error(
+    tasks: list[asyncio.Task[FetchedImage]], done: set[asyncio.Task[FetchedImage]]
+) -> BaseException | None:
+    """The error to raise: the earliest part's among those that had failed when the wait
+    returned (deterministic for simultaneous failures). Every failed task's exception is
+    retrieved: when a request's byte budget runs out, all its downloads fail at once, and an
+    exception nobody retrieved is logged ("Task exception was never retrieved") and kept
+    alive with its traceback until the task is collected."""
+    first: BaseException | None = None
+    for task in tasks:
+        if task.cancelled():
+            continue
+        error = task.exception()
+        if error is not None and first is None and task in done:
+            first = error
+    return first
 
 
 class ImageFetcher:
@@ -194,17 +221,16 @@ class ImageFetcher:
         try:
             done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         finally:
-            # Runs on failure and when our caller is cancelled (client went away).
-            unfinished = [task for task in tasks if not task.done()]
-            for task in unfinished:
-                task.cancel()
-            if unfinished:
-                await asyncio.gather(*unfinished, return_exceptions=True)
-        for task in tasks:
-            if task in done and not task.cancelled():
-                error = task.exception()
-                if error is not None:
-                    raise error
+            # Runs on failure and when our caller is cancelled (client went away): the
+            # siblings are cancelled and awaited, so no download outlives its request.
+            await _cancel_and_wait(tasks)
+        error = _first_error(tasks, done)
+        if error is not None:
+            # The raised error's traceback keeps this frame: it must not keep the tasks (and
+            # through their exceptions, their frames) too.
+            tasks.clear()
+            done.clear()
+            raise error
         return [task.result() for task in tasks]
 
     async def _fetch_one(
@@ -220,17 +246,23 @@ class ImageFetcher:
                 async with asyncio.timeout(timeout_s):
                     return await self._download(target, budget)
             except TimeoutError:
-                raise ImageFetchError(param, _timeout_message(timeout_s)) from None
+                error = ImageFetchError(param, _timeout_message(timeout_s))
             except BudgetExceeded as exc:
-                raise ImageFetchError(param, exc.message, status=413) from None
+                error = ImageFetchError(param, exc.message, status=413)
+            except DownloadMemoryFull as exc:
+                error = ImageFetchError(param, exc.message, status=503)
             except DownloadRefused as exc:
-                raise ImageFetchError(param, exc.message) from None
+                error = ImageFetchError(param, exc.message)
             except httpcore.TimeoutException:
-                raise ImageFetchError(param, _timeout_message(timeout_s)) from None
+                error = ImageFetchError(param, _timeout_message(timeout_s))
             except httpcore.ConnectError:
-                raise ImageFetchError(param, MESSAGE_CONNECT_FAILED) from None
+                error = ImageFetchError(param, MESSAGE_CONNECT_FAILED)
             except (httpcore.NetworkError, httpcore.ProtocolError):
-                raise ImageFetchError(param, MESSAGE_CONNECTION_ERROR) from None
+                error = ImageFetchError(param, MESSAGE_CONNECTION_ERROR)
+        # Raised outside the handlers, so it carries no __context__: the original exception's
+        # traceback holds the download's frames (its response stream, the last network
+        # buffers), which would otherwise live as long as the error does.
+        raise error
 
     async def _download(self, first: ImageTarget, budget: ByteBudget) -> FetchedImage:
         policy = self._policy
@@ -275,7 +307,10 @@ class ImageFetcher:
                 raise image_too_large(policy.max_bytes_per_image)
             budget.ensure_available(declared)
         data, media_type = await read_image_body(
-            response.aiter_stream(), max_bytes=policy.max_bytes_per_image, budget=budget
+            response.aiter_stream(),
+            max_bytes=policy.max_bytes_per_image,
+            budget=budget,
+            in_flight=self.memory.in_flight,
         )
         return FetchedImage(
             media_type=media_type,

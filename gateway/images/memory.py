@@ -11,6 +11,8 @@ from __future__ import annotations
 # half-downloaded requests can wait on each other.
 import asyncio
 
+from gateway.images.errors import DownloadMemoryFull
+
 
 class ImageMemoryBusy(Exception):
     """The process's image memory budget stayed full for the whole wait."""
@@ -34,6 +36,33 @@ class MemoryLease:
         self.shrink_to(0)
 
 
+class DownloadsInFlight:
+    """What this process's downloads hold now, measured: the raw bytes they have buffered and
+    not yet handed over or dropped, and how many are running (`ezat_image_download_*`).
+
+    The reservations of ImageMemoryBudget cap the worst case ahead; this counts the bytes as
+    they arrive and caps them too, at the same budget: a chunk that would pass it ends its
+    download (503). A backstop the reservations should never let trigger; what it proves is
+    that every download gives its bytes back when it ends, however it ends (issue 31: buffers
+    of refused requests outlived them and memory grew by 2 GiB).
+    """
+
+    __slots__ = ("bytes", "downloads", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bytes = 0
+        self.downloads = 0
+
+    def charge(self, size: int) -> None:
+        if self.bytes + size > self.limit:
+            raise DownloadMemoryFull
+        self.bytes += size
+
+    def discharge(self, size: int) -> None:
+        self.bytes -= size
+
+
 class ImageMemoryBudget:
     """Bytes all requests of this process may hold in downloaded images at once.
 
@@ -46,6 +75,7 @@ class ImageMemoryBudget:
         self.limit = limit
         self.used = 0
         self._waiters: list[asyncio.Future[None]] = []
+        self.in_flight = DownloadsInFlight(limit)
 
     async def reserve(self, size: int, *, wait_s: float) -> MemoryLease:
         """Take `size` bytes (at most the whole budget: one huge request may still run alone),

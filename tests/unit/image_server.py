@@ -62,6 +62,9 @@ class Server:
     # Requests of /slow/* being answered now, and the most there ever were at once.
     in_flight: int = 0
     most_in_flight: int = 0
+    # /stall: answers being sent now, and those whose client hung up before the end.
+    stalling: int = 0
+    hung_up: int = 0
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
@@ -139,6 +142,25 @@ def build_app(state: Server) -> web.Application:
         for _ in range(600):  # 30 s in all
             await asyncio.sleep(0.05)
             await response.write(b"\x00")
+        return response
+
+    @routes.get("/stall")
+    async def stall(request: web.Request) -> web.StreamResponse:
+        # An image that trickles for a minute: a client that gives up is seen hanging up (the
+        # next write fails), one that does not keeps it here.
+        response = web.StreamResponse()
+        await response.prepare(request)
+        state.stalling += 1
+        try:
+            await response.write(PNG)
+            for _ in range(1200):
+                await asyncio.sleep(0.05)
+                await response.write(b"\x00")
+        except (ConnectionError, asyncio.CancelledError):
+            state.hung_up += 1
+            raise
+        finally:
+            state.stalling -= 1
         return response
 
     @routes.get("/redirect/{n}")
