@@ -25,6 +25,7 @@ from django.conf import settings
 
 from catalog.snapshot import Route
 from gateway import prefix_digest, routing_policies
+from gateway.cooldown_feed import CooldownFeed, channel, encode
 from gateway.metrics import SIDE_EFFECT_FAILURES
 from gateway.routing_policies import rendezvous_order
 
@@ -98,6 +99,8 @@ class HealthBoard:
         self._synced_at = 0.0
         self._sync_task: asyncio.Task[None] | None = None
         self._redis: Any = None
+        # Other processes' cooldowns as they happen (gateway/cooldown_feed.py).
+        self.feed = CooldownFeed(self)
 
     def _redis_client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
@@ -111,6 +114,30 @@ class HealthBoard:
     def is_cooling(self, deployment_id: int, now: float | None = None) -> bool:
         until = self._cooling_until.get(deployment_id)
         return until is not None and until > (now if now is not None else time.time())
+
+    async def prime(self, deployment_ids: list[int]) -> None:
+        """Before routing: make sure this process knows the cooldowns of these deployments.
+
+        With the feed subscribed, that is a read of the deployments it has not seen since it
+        subscribed (once each; later changes arrive as messages), so every process honours a
+        cooldown another one set from its first request on, without a round trip per request.
+        Without the feed (no Redis, or reconnecting), the background poll below.
+        """
+        self.feed.start()
+        missing = self.feed.unknown(deployment_ids)
+        if missing and await self._sync(missing):
+            self.feed.mark_known(missing)
+
+    def learn(self, deployment_id: int, until: float) -> None:
+        """Another process cooled this deployment down until `until` (wall clock)."""
+        if until > time.time():
+            self._cooling_until[deployment_id] = max(
+                until, self._cooling_until.get(deployment_id, 0.0)
+            )
+
+    def forget(self, deployment_id: int) -> None:
+        """Another process saw this deployment answer again: its cooldown is over."""
+        self._cooling_until.pop(deployment_id, None)
 
     def refresh(self, deployment_ids: list[int]) -> None:
         """Learn other processes' cooldowns of these deployments (at most once a second): a
@@ -157,7 +184,9 @@ class HealthBoard:
 
     async def _clear(self, deployment_id: int) -> None:
         try:
-            await self._redis_client().delete(cooldown_key(deployment_id))
+            client = self._redis_client()
+            await client.delete(cooldown_key(deployment_id))
+            await client.publish(channel(), encode(deployment_id, None))
         except Exception:  # the key expires with its TTL; until then others keep avoiding it
             SIDE_EFFECT_FAILURES.labels("cooldown_clear").inc()
             logger.warning("could not clear cooldown", exc_info=True)
@@ -183,11 +212,14 @@ class HealthBoard:
 
     async def _publish(self, deployment_id: int, until: float) -> None:
         try:
-            await self._redis_client().set(
+            client = self._redis_client()
+            await client.set(
                 cooldown_key(deployment_id),
                 str(until),
                 ex=max(1, int(until - time.time()) + 1),
             )
+            # After the key: a process that subscribes in between reads the key instead.
+            await client.publish(channel(), encode(deployment_id, until))
         except Exception:  # the local cooldown still applies; other processes learn later
             SIDE_EFFECT_FAILURES.labels("cooldown_publish").inc()
             logger.warning("could not publish cooldown", exc_info=True)
@@ -195,23 +227,26 @@ class HealthBoard:
     def _maybe_sync(self, deployment_ids: list[int]) -> None:
         if not settings.REDIS_URL or time.monotonic() - self._synced_at < 1.0:
             return
+        if self.feed.live and not self.feed.unknown(deployment_ids):
+            return  # every change of these arrives as a message
         if self._sync_task is not None and not self._sync_task.done():
             return
         self._synced_at = time.monotonic()
         self._sync_task = asyncio.get_running_loop().create_task(self._sync(deployment_ids))
 
-    async def _sync(self, deployment_ids: list[int]) -> None:
+    async def _sync(self, deployment_ids: list[int]) -> bool:
         try:
             values = await self._redis_client().mget([cooldown_key(d) for d in deployment_ids])
         except Exception:  # routing keeps its local view; counted, retried next second
             SIDE_EFFECT_FAILURES.labels("cooldown_sync").inc()
             logger.debug("cooldown sync failed", exc_info=True)
-            return
+            return False
         for deployment_id, value in zip(deployment_ids, values, strict=True):
             if value is not None:
                 self._cooling_until[deployment_id] = max(
                     float(value), self._cooling_until.get(deployment_id, 0.0)
                 )
+        return True
 
     def state(self, deployment_ids: Sequence[int]) -> dict[int, float | None]:
         now = time.time()
@@ -267,6 +302,7 @@ async def route_order(
     In the usual case this is pure computation (no I/O). Only a displaced conversation (its
     deployment cooling) consults the prefix digest, which may read Redis once.
     """
+    await health.prime([r.deployment.id for r in routes])
     placed = health.placement(routes, session)
     if not placed.displaced or not _prefix_aware():
         return placed.order, False

@@ -373,6 +373,7 @@ class FakeRedis:
     def __init__(self, store: dict[str, str]) -> None:
         self.store = store
         self.expiries: dict[str, int] = {}
+        self.published: list[tuple[str, str]] = []
 
     async def set(self, key: str, value: str, ex: int) -> None:
         self.store[key] = value
@@ -380,6 +381,9 @@ class FakeRedis:
 
     async def mget(self, keys: list[str]) -> list[bytes | None]:
         return [self.store[k].encode() if k in self.store else None for k in keys]
+
+    async def publish(self, channel: str, message: str) -> None:
+        self.published.append((channel, message))
 
 
 async def test_cooldown_is_shared_through_redis(settings: Any) -> None:
