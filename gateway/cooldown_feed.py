@@ -40,11 +40,16 @@ POLL_SECONDS = 1.0  # how long one read waits for a message (the loop then check
 
 
 def channel() -> str:
-    """The channel beside the cooldown keys (same prefix, so installations sharing one Redis
-    under different prefixes keep their own)."""
+    """The channel beside the cooldown keys: same prefix (installations sharing one Redis
+    under different prefixes keep their own), and the database number, since pub/sub channels
+    are server-wide while keys are per database (two installations on databases 0 and 1 of one
+    server must not hear each other's cooldowns)."""
+    from urllib.parse import urlsplit
+
     from gateway.routing import cooldown_key
 
-    return cooldown_key(0).rsplit(":", 1)[0] + ":events"
+    path = urlsplit(settings.REDIS_URL).path.strip("/") or "0"
+    return cooldown_key(0).rsplit(":", 1)[0] + f":events:db{path}"
 
 
 def encode(deployment_id: int, until: float | None) -> str:
@@ -93,7 +98,7 @@ class CooldownFeed:
             self._known.update(deployment_ids)
 
     async def _run(self) -> None:
-        from ezat.redis_clients import async_client
+        from ezat.redis_clients import async_client, cluster_mode
 
         attempt = 0
         while True:
@@ -103,8 +108,13 @@ class CooldownFeed:
             client = async_client(
                 settings.REDIS_URL, socket_connect_timeout=0.5, health_check_interval=5
             )
-            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            pubsub: Any = None
             try:
+                if cluster_mode():
+                    # The cluster client's pub/sub picks a node from the slot map, which a new
+                    # client loads only on its first command.
+                    await client.initialize()
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
                 await pubsub.subscribe(channel())
                 self._known.clear()
                 self.live = True
@@ -141,7 +151,8 @@ class CooldownFeed:
 
 async def _close(pubsub: Any, client: Any) -> None:
     try:
-        await pubsub.aclose()
+        if pubsub is not None:
+            await pubsub.aclose()
         await client.aclose()
     except (RedisError, OSError):
         logger.debug("closing the cooldown feed's connection failed", exc_info=True)
