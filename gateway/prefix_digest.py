@@ -71,7 +71,10 @@ def prefix_identity(body: dict[str, Any]) -> str | None:
     system = body.get("system")
     if not tools and not system:
         return None
-    names = "\x1f".join(str(t.get("name", "")) for t in tools or () if isinstance(t, dict))
+    # Validation refuses a `tools` that is not an array before this runs; still, an identity is
+    # a routing hint, so a body of another shape is read as having no tools, never an error.
+    listed = tools if isinstance(tools, list) else ()
+    names = "\x1f".join(str(t.get("name", "")) for t in listed if isinstance(t, dict))
     if isinstance(system, list):
         texts = [b.get("text") for b in system if isinstance(b, dict)]
         text = "\x1e".join(t for t in texts if isinstance(t, str))
