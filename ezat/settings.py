@@ -126,6 +126,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache, channels, Celery -------------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# The start of every Redis key this installation writes: limits and holds, checkpoints,
+# cooldowns, the routing prefix digest, the thinking store, signed kinds, the live dashboard's
+# channel layer and Celery's broker (ezat/redis_clients.py `key_prefix`). Two installations on
+# one Redis need two prefixes. EZAT_LIMITS_REDIS_PREFIX is its former name (it only reached the
+# limiter and checkpoints), still read when this one is unset.
+EZAT_REDIS_PREFIX = env.str(
+    "EZAT_REDIS_PREFIX", default=env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
+)
 # REDIS_URL names a node of a Redis Cluster (ezat/redis_clients.py): limits, holds, cooldowns,
 # the thinking store and checkpoints go through redis-py's cluster client. The live dashboard's
 # channel layer (channels_redis) and Celery's broker cannot use a cluster: they take their own
@@ -141,7 +149,11 @@ if EZAT_CHANNELS_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [EZAT_CHANNELS_REDIS_URL]},
+            # channels_redis names its keys `<prefix>:group:…` (default prefix "asgi").
+            "CONFIG": {
+                "hosts": [EZAT_CHANNELS_REDIS_URL],
+                "prefix": f"{EZAT_REDIS_PREFIX}asgi",
+            },
         }
     }
 else:
@@ -156,6 +168,11 @@ if EZAT_REDIS_CLUSTER and not CELERY_BROKER_URL:
         "Celery's broker cannot use a Redis Cluster"
     )
 CELERY_RESULT_BACKEND = None
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
+    # Kombu's Redis transport puts this before every key it writes (queues, bindings, unacked):
+    # the broker's keys carry the installation's prefix like every other key. Workers and
+    # senders read the same setting, so both agree on the names.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": EZAT_REDIS_PREFIX}
 # Without Redis there is no broker: run tasks in-process so the embedded default still reconciles.
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
@@ -308,7 +325,7 @@ EZAT_HOLD_TTL_SECONDS = env.int("EZAT_HOLD_TTL_SECONDS", default=900)
 EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5)
 # Money state in the limiter is re-read from the database this often (heals cross-process drift).
 EZAT_MONEY_RESEED_SECONDS = env.float("EZAT_MONEY_RESEED_SECONDS", default=30.0)
-EZAT_LIMITS_REDIS_PREFIX = env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
+EZAT_LIMITS_REDIS_PREFIX = EZAT_REDIS_PREFIX  # the former name (see EZAT_REDIS_PREFIX)
 EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
 # Requests in flight of keys / orgs without their own limit (0 = no limit).
 EZAT_DEFAULT_KEY_CONCURRENCY = env.int("EZAT_DEFAULT_KEY_CONCURRENCY", default=0)
