@@ -408,6 +408,12 @@ EZAT_PARTITION_MONTHS_AHEAD = env.int("EZAT_PARTITION_MONTHS_AHEAD", default=3)
 # false: no request-log rows and no live-feed rows (metrics and log lines stay). On by default;
 # off is for measuring what the log costs (bench/run.py --request-log-compare).
 EZAT_REQUEST_LOG = env.bool("EZAT_REQUEST_LOG", default=True)
+# Request-log rows the database refused (each one alone; the rest of its batch is stored) are
+# appended here as JSON lines, for `manage.py replay_request_log_quarantine` once the cause is
+# fixed (billing/request_log_quarantine.py). Counted in ezat_request_log_quarantined_total.
+EZAT_REQUEST_LOG_QUARANTINE_DIR = env.str(
+    "EZAT_REQUEST_LOG_QUARANTINE_DIR", default=str(BASE_DIR / "var" / "quarantine")
+)
 # A queued request-log row waits up to this long for others to share its INSERT (a full batch
 # goes at once): at low concurrency a request costs no INSERT of its own. The dashboard's live
 # feed does not wait for it. 1 s rather than 0.25 s: below a few hundred requests a second each
