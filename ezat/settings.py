@@ -149,7 +149,9 @@ if EZAT_CHANNELS_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # channels_redis names its keys `<prefix>:group:…` (default prefix "asgi").
+            # channels_redis names its keys `<prefix><channel>` and `<prefix>:group:…` (default
+            # "asgi"), and its flush deletes `<prefix>*`: hence "asgi" after the installation's
+            # prefix, never the bare prefix (a flush would take every key of the installation).
             "CONFIG": {
                 "hosts": [EZAT_CHANNELS_REDIS_URL],
                 "prefix": f"{EZAT_REDIS_PREFIX}asgi",
