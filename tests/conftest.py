@@ -33,7 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["REDIS_URL"] = url
         settings.REDIS_URL = url
         settings.CELERY_BROKER_URL = url
-        settings.CHANNEL_LAYERS["default"]["CONFIG"] = {"hosts": [url]}
+        # Only the host changes: the key prefix stays the one every gateway process derives
+        # from EZAT_REDIS_PREFIX, or the test would listen where no gateway publishes.
+        layer = settings.CHANNEL_LAYERS["default"]
+        layer["CONFIG"] = {**layer.get("CONFIG", {}), "hosts": [url]}
     # The usage spool, checkpoint and quarantine files of this session (and every gateway it starts) stay
     # in a directory of its own, never in the checkout's var/ (billing/spool.py).
     durable = tempfile.mkdtemp(prefix="ezat-test-durable-")
