@@ -29,6 +29,7 @@ import fcntl
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,25 @@ def _same_file(fd: int, path: Path) -> bool:
 
 def _dumps(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str)
+
+
+class ReplayRunning(Exception):
+    """Another replay holds the quarantine: two would each put back the other's refusals."""
+
+
+@contextmanager
+def replay_lock() -> Iterator[None]:
+    folder = directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".replay.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ReplayRunning(f"another replay of {folder} is running") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def take() -> list[Path]:

@@ -154,3 +154,10 @@ def test_a_writer_appends_to_a_new_file_once_a_replay_took_the_old_one(
         line["row"]["request_id"] for p in taken for line in request_log_quarantine.read(p)
     ] == ["one"]
     assert [line["row"]["request_id"] for line in _lines(quarantine_dir)] == ["two"]
+
+
+def test_one_replay_at_a_time(quarantine_dir: Path) -> None:
+    from django.core.management.base import CommandError
+
+    with request_log_quarantine.replay_lock(), pytest.raises(CommandError, match="another replay"):
+        call_command("replay_request_log_quarantine", stdout=io.StringIO())

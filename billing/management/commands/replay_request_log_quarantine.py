@@ -20,6 +20,16 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: object, **options: object) -> None:
+        try:
+            with quarantine.replay_lock():
+                stored, kept = self._replay()
+        except quarantine.ReplayRunning as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"stored {stored} request-log row(s)")
+        for label, count in sorted(kept.items()):
+            self.stdout.write(f"kept {count} row(s) still refused: {label}")
+
+    def _replay(self) -> tuple[int, Counter[str]]:
         stored = 0
         kept: Counter[str] = Counter()
         for path in quarantine.take():
@@ -44,6 +54,4 @@ class Command(BaseCommand):
             if again:
                 quarantine.append(again)
             path.unlink()
-        self.stdout.write(f"stored {stored} request-log row(s)")
-        for label, count in sorted(kept.items()):
-            self.stdout.write(f"kept {count} row(s) still refused: {label}")
+        return stored, kept
