@@ -6,6 +6,11 @@ from django.db import models
 
 from accounts.models import ApiKey, Organization
 
+# The API label of a usage record or request-log row (gateway/outcome.py and the handlers'
+# Exchange(api=…)). It was 16, and `responses_input_tokens` (22) made PostgreSQL refuse the row,
+# and with it every other row of its batch (issue 31).
+API_MAX_LENGTH = 32
+
 
 class AppendOnlyError(Exception):
     """Ledger rows are facts; corrections are new rows, never edits."""
@@ -61,7 +66,9 @@ class UsageRecord(models.Model):
     api_key = models.ForeignKey(
         ApiKey, null=True, on_delete=models.SET_NULL, related_name="usage_records"
     )
-    api = models.CharField(max_length=16)  # "messages" or "chat"
+    # "messages", "chat", "responses", …: the longest label is 22 (responses_input_tokens); 32
+    # leaves room for new APIs (tests/billing/test_request_log_sizes.py checks every label).
+    api = models.CharField(max_length=API_MAX_LENGTH)
     stream = models.BooleanField(default=False)
     # The model that answered. Unindexed: it is only filtered within an org's window (0008).
     model_id = models.CharField(max_length=128)
@@ -141,7 +148,8 @@ class RequestLog(models.Model):
     api_key = models.ForeignKey(
         ApiKey, null=True, on_delete=models.SET_NULL, related_name="request_logs"
     )
-    api = models.CharField(max_length=16)  # messages, chat, responses, count_tokens, input_tokens
+    # messages, chat, responses, count_tokens, responses_input_tokens, input_tokens, models, other
+    api = models.CharField(max_length=API_MAX_LENGTH)
     stream = models.BooleanField(default=False)
     model_name = models.CharField(max_length=128, blank=True)  # as the caller sent it
     model_id = models.CharField(max_length=128, blank=True)  # canonical: the one that answered

@@ -59,7 +59,19 @@ class AsyncPgInserter:
                     else:
                         await cursor.executemany(sql, rows)
                 return
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
+                refusal = exc.__context__
+                if isinstance(refusal, psycopg.Error) and not isinstance(
+                    refusal, psycopg.OperationalError
+                ):
+                    # executemany runs in pipeline mode, and psycopg reports a row the server
+                    # refused (a foreign key, a value too long) as "cannot exit pipeline mode
+                    # while busy", the refusal only as its context. The refusal is the answer:
+                    # the caller must see a refused row, not a dead connection (retrying the
+                    # same rows would fail again). The connection's pipeline state is unknown,
+                    # so it is dropped.
+                    self.close()
+                    raise refusal from exc
                 # A dead connection (server restart, network): a fresh one, then the same rows.
                 # Nothing was committed if the statement failed, so a retry never doubles a row;
                 # a commit whose answer was lost hits the unique request id instead.

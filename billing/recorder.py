@@ -379,9 +379,44 @@ class UsageWriter:
         return max((timezone.now() - oldest).total_seconds(), 0.0)
 
     async def _write_log_batch(self, batch: list[dict[str, Any]]) -> None:
+        """Insert the batch; a row the database refuses is quarantined, the others stored
+        (billing/request_log_quarantine.py). Raises only when the database is unreachable."""
+        from billing import request_log
+        from billing import request_log_quarantine as quarantine
+
+        kept: list[dict[str, Any]] = []
+        rows: list[list[Any]] = []
+        for fields in batch:
+            try:
+                rows.append(request_log.db_row(fields))
+            except quarantine.INSERT_ERRORS as exc:  # a value no INSERT could take
+                quarantine.keep(fields, exc)
+            else:
+                kept.append(fields)
+        await self._insert_log_rows(kept, rows)
+
+    async def _insert_log_rows(self, batch: list[dict[str, Any]], rows: list[list[Any]]) -> None:
+        from billing import request_log_quarantine as quarantine
+
+        if not rows:
+            return
+        try:
+            await self._insert_log(rows)
+        except quarantine.INSERT_ERRORS as exc:
+            if not quarantine.refused(exc):
+                raise  # unreachable: the batch is counted as dropped by _flush_log
+            if len(rows) == 1:
+                quarantine.keep(batch[0], exc)
+                return
+            # Halves until the refused rows stand alone: one bad row costs ~2·log2(n) INSERTs,
+            # and rows a half already stored are skipped by ON CONFLICT DO NOTHING.
+            half = len(rows) // 2
+            await self._insert_log_rows(batch[:half], rows[:half])
+            await self._insert_log_rows(batch[half:], rows[half:])
+
+    async def _insert_log(self, rows: list[list[Any]]) -> None:
         from billing import request_log
 
-        rows = [request_log.db_row(fields) for fields in batch]
         if self._pg is None and is_postgresql():
             from billing.pg_async import AsyncPgInserter
 

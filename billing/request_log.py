@@ -32,6 +32,19 @@ _JSON = frozenset({"attempts"})
 _TIMES = frozenset({"started_at", "created_at"})
 # A message longer than this is cut: the caller saw it whole, the log keeps its start.
 MAX_MESSAGE = 2000
+# Free text a caller or an upstream wrote, cut to its column (the caller saw it whole). Labels
+# the gateway itself writes (api, status) and the request id are not cut: one that does not fit
+# is a bug, so the database refuses that row, the writer quarantines it and counts it, and an
+# operator sees it (billing/request_log_quarantine.py), instead of a label silently cut short.
+_CUT = {
+    "model_name": 128, "model_id": 128, "requested_model": 128, "deployment": 100,
+    "error_type": 64, "error_message": MAX_MESSAGE, "finish_reason": 32,
+}  # fmt: skip
+_TEXT = ("request_id", "api", "status", *_CUT)
+# PostgreSQL text and jsonb cannot hold NUL (U+0000); the row is kept with the replacement
+# character in its place (one character for one, so nothing else moves or grows).
+NUL = "\x00"
+NUL_STANDIN = "\ufffd"
 DEFAULT_PURGE_BATCH = 5000
 
 DROPPED = Counter(
@@ -42,6 +55,12 @@ DROPPED = Counter(
 PARTITIONS_DROPPED = Counter(
     "ezat_request_log_partitions_dropped_total",
     "Monthly request-log partitions dropped by retention (PostgreSQL)",
+)
+QUARANTINED = Counter(
+    "ezat_request_log_quarantined_total",
+    "Request-log rows the database refused, set aside in the quarantine file for replay "
+    "(the other rows of their batch are stored)",
+    ["reason"],
 )
 COLLAPSED = Counter(
     "ezat_request_log_collapsed_total", "Refusals folded into an existing row of the same second"
@@ -64,9 +83,38 @@ def insert_sql() -> str:
     )
 
 
+def clean(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` made storable, in place: NUL replaced in every text and JSON string, free text
+    cut to its column. A row with a NUL in its model name or error message (a caller's bytes)
+    was refused by PostgreSQL, and with it its whole batch (issue 31)."""
+    for column in _TEXT:
+        value = fields[column]
+        if not isinstance(value, str):
+            continue
+        if NUL in value:
+            value = value.replace(NUL, NUL_STANDIN)
+        limit = _CUT.get(column)
+        if limit is not None and len(value) > limit:
+            value = value[:limit]
+        fields[column] = value
+    fields["attempts"] = _without_nul(fields["attempts"])
+    return fields
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_STANDIN) if NUL in value else value
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    return value
+
+
 def db_row(fields: dict[str, Any]) -> list[Any]:
-    """`fields` as INSERT parameters, in COLUMNS order."""
+    """`fields` as INSERT parameters, in COLUMNS order (after `clean`)."""
     json_param, datetime_param = adapters()
+    clean(fields)
     row = []
     for column in COLUMNS:
         value = fields[column]
@@ -79,9 +127,15 @@ def db_row(fields: dict[str, Any]) -> list[Any]:
 
 
 def insert_rows(rows: list[list[Any]]) -> None:
-    """The writer thread's INSERT (SQLite; PostgreSQL goes through the async inserter)."""
+    """The writer thread's INSERT (SQLite; PostgreSQL goes through the async inserter), and the
+    quarantine replay's (either database)."""
     with connection.cursor() as cursor:
-        cursor.executemany(insert_sql(), rows)
+        if len(rows) == 1:
+            # One row as one statement: psycopg's executemany (pipeline mode) reports a row
+            # PostgreSQL refused as a broken pipeline and leaves the connection unusable.
+            cursor.execute(insert_sql(), rows[0])
+        else:
+            cursor.executemany(insert_sql(), rows)
 
 
 class Collapser:

@@ -35,6 +35,14 @@ def tag(prefix: str) -> str:
     return "{" + stem + "}" + prefix[len(stem) :]
 
 
+def key_prefix() -> str:
+    """What every Redis key of this installation starts with (EZAT_REDIS_PREFIX), so that
+    installations sharing one Redis never read each other's limits, holds, cooldowns or routing
+    state. Families that need one slot each add their own tag after it (`ezat:{route}:…`); the
+    limiter and checkpoints write it as a tag itself (`tag`: `{ezat}:…`)."""
+    return str(settings.EZAT_REDIS_PREFIX)
+
+
 def async_client(url: str, **kwargs: Any) -> Any:
     """redis.asyncio.Redis, or its cluster client in cluster mode (same command methods)."""
     if cluster_mode():

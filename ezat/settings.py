@@ -126,6 +126,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache, channels, Celery -------------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# The start of every Redis key this installation writes: limits and holds, checkpoints,
+# cooldowns, the routing prefix digest, the thinking store, signed kinds, the live dashboard's
+# channel layer and Celery's broker (ezat/redis_clients.py `key_prefix`). Two installations on
+# one Redis need two prefixes. EZAT_LIMITS_REDIS_PREFIX is its former name (it only reached the
+# limiter and checkpoints), still read when this one is unset.
+EZAT_REDIS_PREFIX = env.str(
+    "EZAT_REDIS_PREFIX", default=env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
+)
 # REDIS_URL names a node of a Redis Cluster (ezat/redis_clients.py): limits, holds, cooldowns,
 # the thinking store and checkpoints go through redis-py's cluster client. The live dashboard's
 # channel layer (channels_redis) and Celery's broker cannot use a cluster: they take their own
@@ -141,7 +149,13 @@ if EZAT_CHANNELS_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [EZAT_CHANNELS_REDIS_URL]},
+            # channels_redis names its keys `<prefix><channel>` and `<prefix>:group:…` (default
+            # "asgi"), and its flush deletes `<prefix>*`: hence "asgi" after the installation's
+            # prefix, never the bare prefix (a flush would take every key of the installation).
+            "CONFIG": {
+                "hosts": [EZAT_CHANNELS_REDIS_URL],
+                "prefix": f"{EZAT_REDIS_PREFIX}asgi",
+            },
         }
     }
 else:
@@ -156,6 +170,11 @@ if EZAT_REDIS_CLUSTER and not CELERY_BROKER_URL:
         "Celery's broker cannot use a Redis Cluster"
     )
 CELERY_RESULT_BACKEND = None
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
+    # Kombu's Redis transport puts this before every key it writes (queues, bindings, unacked):
+    # the broker's keys carry the installation's prefix like every other key. Workers and
+    # senders read the same setting, so both agree on the names.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": EZAT_REDIS_PREFIX}
 # Without Redis there is no broker: run tasks in-process so the embedded default still reconciles.
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
@@ -308,7 +327,7 @@ EZAT_HOLD_TTL_SECONDS = env.int("EZAT_HOLD_TTL_SECONDS", default=900)
 EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5)
 # Money state in the limiter is re-read from the database this often (heals cross-process drift).
 EZAT_MONEY_RESEED_SECONDS = env.float("EZAT_MONEY_RESEED_SECONDS", default=30.0)
-EZAT_LIMITS_REDIS_PREFIX = env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
+EZAT_LIMITS_REDIS_PREFIX = EZAT_REDIS_PREFIX  # the former name (see EZAT_REDIS_PREFIX)
 EZAT_DEFAULT_RPM = env.int("EZAT_DEFAULT_RPM", default=600)
 # Requests in flight of keys / orgs without their own limit (0 = no limit).
 EZAT_DEFAULT_KEY_CONCURRENCY = env.int("EZAT_DEFAULT_KEY_CONCURRENCY", default=0)
@@ -393,6 +412,12 @@ EZAT_PARTITION_MONTHS_AHEAD = env.int("EZAT_PARTITION_MONTHS_AHEAD", default=3)
 # false: no request-log rows and no live-feed rows (metrics and log lines stay). On by default;
 # off is for measuring what the log costs (bench/run.py --request-log-compare).
 EZAT_REQUEST_LOG = env.bool("EZAT_REQUEST_LOG", default=True)
+# Request-log rows the database refused (each one alone; the rest of its batch is stored) are
+# appended here as JSON lines, for `manage.py replay_request_log_quarantine` once the cause is
+# fixed (billing/request_log_quarantine.py). Counted in ezat_request_log_quarantined_total.
+EZAT_REQUEST_LOG_QUARANTINE_DIR = env.str(
+    "EZAT_REQUEST_LOG_QUARANTINE_DIR", default=str(BASE_DIR / "var" / "quarantine")
+)
 # A queued request-log row waits up to this long for others to share its INSERT (a full batch
 # goes at once): at low concurrency a request costs no INSERT of its own. The dashboard's live
 # feed does not wait for it. 1 s rather than 0.25 s: below a few hundred requests a second each

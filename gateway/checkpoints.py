@@ -358,7 +358,9 @@ class FileStore:
 def make_store() -> CheckpointStore:
     url = getattr(settings, "REDIS_URL", "")
     if url:
-        return RedisStore(url, str(getattr(settings, "EZAT_LIMITS_REDIS_PREFIX", "ezat:")))
+        from ezat.redis_clients import key_prefix
+
+        return RedisStore(url, key_prefix())
     return FileStore(Path(settings.EZAT_CHECKPOINT_DIR))
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog.snapshot import Route
+from ezat.redis_clients import key_prefix as installation
 from gateway.metrics import PREFIX_FALLBACKS, SIDE_EFFECT_FAILURES
 
 logger = logging.getLogger(__name__)
@@ -46,9 +47,15 @@ MAX_DIRTY = 10_000
 FLUSH_INTERVAL = 1.0
 REDIS_TTL = 3600
 READ_TIMEOUT = 0.2
-# One hash tag for every key: a flush (one script) and a read (one MGET) name many sessions'
-# and prefixes' keys, which Redis Cluster serves only from one slot.
-KEY_PREFIX = "ezat:{route}:"
+
+
+def key_prefix() -> str:
+    """The installation's prefix (EZAT_REDIS_PREFIX), then one hash tag for every key: a flush
+    (one script) and a read (one MGET) name many sessions' and prefixes' keys, which Redis
+    Cluster serves only from one slot."""
+    return f"{installation()}{{route}}:"
+
+
 # KEYS[i] = ARGV[i], expiring after ARGV[#KEYS + 1] seconds: a whole flush in one command.
 FLUSH_SCRIPT = """
 local ttl = tonumber(ARGV[#KEYS + 1])
@@ -71,7 +78,10 @@ def prefix_identity(body: dict[str, Any]) -> str | None:
     system = body.get("system")
     if not tools and not system:
         return None
-    names = "\x1f".join(str(t.get("name", "")) for t in tools or () if isinstance(t, dict))
+    # Validation refuses a `tools` that is not an array before this runs; still, an identity is
+    # a routing hint, so a body of another shape is read as having no tools, never an error.
+    listed = tools if isinstance(tools, list) else ()
+    names = "\x1f".join(str(t.get("name", "")) for t in listed if isinstance(t, dict))
     if isinstance(system, list):
         texts = [b.get("text") for b in system if isinstance(b, dict)]
         text = "\x1e".join(t for t in texts if isinstance(t, str))
@@ -120,9 +130,10 @@ class PrefixDigest:
 
     def _mark_dirty(self, skey: Key, prefix: str | None, deployment_id: int, now: float) -> None:
         if len(self._dirty) < MAX_DIRTY:
-            self._dirty[KEY_PREFIX + "s:" + _hex("s", skey)] = f"{deployment_id}:{now:.3f}"
+            start = key_prefix()
+            self._dirty[start + "s:" + _hex("s", skey)] = f"{deployment_id}:{now:.3f}"
             if prefix is not None:
-                name = f"{KEY_PREFIX}p:{_hex('p', (skey[0], prefix))}:{deployment_id}"
+                name = f"{start}p:{_hex('p', (skey[0], prefix))}:{deployment_id}"
                 self._dirty[name] = f"{now:.3f}"
         else:  # Redis is behind (or down): the local view still works; others learn less
             SIDE_EFFECT_FAILURES.labels("prefix_digest_backlog").inc()
@@ -182,10 +193,11 @@ class PrefixDigest:
         session_at: dict[int, float],
         holders: dict[int, float],
     ) -> None:
-        names = [KEY_PREFIX + "s:" + _hex("s", skey)]
+        start = key_prefix()
+        names = [start + "s:" + _hex("s", skey)]
         if prefix is not None:
             phex = _hex("p", (skey[0], prefix))
-            names += [f"{KEY_PREFIX}p:{phex}:{d}" for d in ids]
+            names += [f"{start}p:{phex}:{d}" for d in ids]
         try:
             values = await asyncio.wait_for(self._redis_client().mget(names), READ_TIMEOUT)
         except Exception:  # the local view decides alone; counted

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from gateway import nul_escape
 from gateway.models import StoredResponse
 
 
@@ -18,6 +19,7 @@ def stored_response(org_id: int, response_id: str) -> dict[str, Any] | None:
         .values_list("response", flat=True)
         .first()
     )
+    row = nul_escape.decode(row)
     return row if isinstance(row, dict) else None
 
 
@@ -28,4 +30,5 @@ def stored_contexts(org_id: int, response_ids: list[str]) -> dict[str, dict[str,
     rows = StoredResponse.objects.filter(
         org_id=org_id, response_id__in=response_ids, expires_at__gt=timezone.now()
     ).values_list("response_id", "context")
-    return {rid: ctx for rid, ctx in rows if isinstance(ctx, dict)}
+    decoded = ((rid, nul_escape.decode(ctx)) for rid, ctx in rows)
+    return {rid: ctx for rid, ctx in decoded if isinstance(ctx, dict)}

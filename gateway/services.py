@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from gateway import nul_escape
 from gateway.models import StoredResponse
 
 DEFAULT_PURGE_BATCH = 1000
@@ -42,8 +43,9 @@ def insert_stored_responses(rows: list[dict[str, Any]]) -> None:
             row["org_id"],
             row["response_id"],
             row["model_id"],
-            ops.adapt_json_value(row["response"], None),
-            ops.adapt_json_value(row["context"], None),
+            # A NUL (which jsonb cannot hold) is kept, escaped: gateway/nul_escape.py.
+            ops.adapt_json_value(nul_escape.encode(row["response"]), None),
+            ops.adapt_json_value(nul_escape.encode(row["context"]), None),
             ops.adapt_datetimefield_value(row["created_at"]),
             ops.adapt_datetimefield_value(row["expires_at"]),
         ]

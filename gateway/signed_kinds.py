@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog.snapshot import ModelInfo
+from ezat.redis_clients import key_prefix
 from gateway.expiring_lru import ExpiringLru
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
@@ -81,7 +82,7 @@ class SignedKinds:
     def _key(org_id: int, signature: str) -> str:
         digest = hashlib.blake2b(signature.encode(), digest_size=16).hexdigest()
         # Tagged by org: one lookup's MGET names one org's signatures, one slot in a cluster.
-        return f"ezat:sigkind:{{{org_id}}}:{digest}"
+        return f"{key_prefix()}sigkind:{{{org_id}}}:{digest}"
 
     def remember(self, org_id: int, signatures: Iterable[str], kind: str) -> None:
         """Off the request path: written in the background (a failure is counted)."""

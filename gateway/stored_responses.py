@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -28,6 +29,15 @@ from gateway.protocols.openai_responses.outbound import locate_item
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 200
+# Every response id this gateway stores: "resp_" + a request id (gateway/http.py REQUEST_ID_RE,
+# or its own req_<hex>). An id of any other shape is not stored here, and is answered as not
+# found without a query: `resp_%00` reached PostgreSQL, which cannot take a NUL in text, and
+# came back a 503 "database unavailable" that clients retried forever (issue 31).
+_STORABLE_ID = re.compile(r"resp_[A-Za-z0-9._:-]{1,128}")
+
+
+def storable_id(value: str) -> bool:
+    return _STORABLE_ID.fullmatch(value) is not None
 
 
 def _write(batch: list[dict[str, Any]]) -> None:
@@ -136,14 +146,21 @@ def _delete(org_id: int, response_id: str) -> bool:
 
 
 async def contexts(org_id: int, response_ids: list[str]) -> dict[str, dict[str, Any]]:
+    response_ids = [r for r in response_ids if storable_id(r)]
+    if not response_ids:
+        return {}
     return await sync_to_async(_contexts, thread_sensitive=False)(org_id, response_ids)
 
 
 async def response(org_id: int, response_id: str) -> dict[str, Any] | None:
+    if not storable_id(response_id):
+        return None
     return await sync_to_async(_response, thread_sensitive=False)(org_id, response_id)
 
 
 async def delete(org_id: int, response_id: str) -> bool:
+    if not storable_id(response_id):
+        return False
     return await sync_to_async(_delete, thread_sensitive=False)(org_id, response_id)
 
 

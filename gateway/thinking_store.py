@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from ezat.redis_clients import key_prefix
 from gateway.expiring_lru import ExpiringLru
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
@@ -46,7 +47,7 @@ class ThinkingStore:
     @staticmethod
     def _key(org_id: int, tool_id: str) -> str:
         # Tagged by org: one lookup's MGET names one org's tool calls, one slot in a cluster.
-        return f"ezat:thinking:{{{org_id}}}:{tool_id}"
+        return f"{key_prefix()}thinking:{{{org_id}}}:{tool_id}"
 
     async def put(
         self,

@@ -33,11 +33,18 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["REDIS_URL"] = url
         settings.REDIS_URL = url
         settings.CELERY_BROKER_URL = url
-        settings.CHANNEL_LAYERS["default"]["CONFIG"] = {"hosts": [url]}
-    # The usage spool and checkpoint files of this session (and every gateway it starts) stay
+        # Only the host changes: the key prefix stays the one every gateway process derives
+        # from EZAT_REDIS_PREFIX, or the test would listen where no gateway publishes.
+        layer = settings.CHANNEL_LAYERS["default"]
+        layer["CONFIG"] = {**layer.get("CONFIG", {}), "hosts": [url]}
+    # The usage spool, checkpoint and quarantine files of this session (and every gateway it starts) stay
     # in a directory of its own, never in the checkout's var/ (billing/spool.py).
     durable = tempfile.mkdtemp(prefix="ezat-test-durable-")
-    for name, sub in (("EZAT_USAGE_SPOOL_DIR", "spool"), ("EZAT_CHECKPOINT_DIR", "checkpoints")):
+    for name, sub in (
+        ("EZAT_USAGE_SPOOL_DIR", "spool"),
+        ("EZAT_CHECKPOINT_DIR", "checkpoints"),
+        ("EZAT_REQUEST_LOG_QUARANTINE_DIR", "quarantine"),
+    ):
         os.environ[name] = os.path.join(durable, sub)
         setattr(settings, name, os.environ[name])
     default_db = settings.DATABASES["default"]

@@ -43,7 +43,9 @@ _lock = threading.Lock()
 
 
 def _redis_prefix() -> str:
-    return str(getattr(settings, "EZAT_LIMITS_REDIS_PREFIX", "ezat:"))
+    from ezat.redis_clients import key_prefix
+
+    return key_prefix()
 
 
 def get_limiter() -> Limiter:

@@ -179,6 +179,9 @@ class WorkerPool:
         self.tmp_path = tmp_path
         self.workers: list[CeleryWorker] = []
         self.client = Celery("ezat-test-client", broker=BROKER_URL)
+        # The workers' settings put EZAT_REDIS_PREFIX before every broker key (ezat/settings.py):
+        # the client names the same queue only with the same prefix.
+        self.client.conf.broker_transport_options = {"global_keyprefix": _broker_prefix()}
 
     def start(self, *, concurrency: int = 1, **env: str) -> CeleryWorker:
         worker = CeleryWorker(
@@ -206,19 +209,28 @@ class WorkerPool:
     def _drop_queue(self) -> None:
         """Leave nothing of ours in the broker (killed workers leave unacked messages behind)."""
         r = redis.Redis.from_url(BROKER_URL)
+        p = _broker_prefix()
         # The queue, and the bindings of the direct exchange kombu named after it.
         r.delete(
-            self.queue, f"_kombu.binding.{self.queue}", f"_kombu.binding_permanent.{self.queue}"
+            f"{p}{self.queue}",
+            f"{p}_kombu.binding.{self.queue}",
+            f"{p}_kombu.binding_permanent.{self.queue}",
         )
-        for tag, raw in r.hscan_iter("unacked"):
+        for tag, raw in r.hscan_iter(f"{p}unacked"):
             try:
                 routing_key = json.loads(raw)[2]
             except (ValueError, IndexError, TypeError):
                 continue
             if routing_key == self.queue:
-                r.hdel("unacked", tag)
-                r.zrem("unacked_index", tag)
+                r.hdel(f"{p}unacked", tag)
+                r.zrem(f"{p}unacked_index", tag)
         r.close()
+
+
+def _broker_prefix() -> str:
+    from django.conf import settings
+
+    return str(settings.EZAT_REDIS_PREFIX)
 
 
 def succeeded_pattern(task_id: str) -> str:

@@ -388,7 +388,10 @@ def test_live_feed_pushes_error_rows_too(e2e: Stack) -> None:
     if not url:
         pytest.skip("the live feed crosses processes only on the Redis channel layer (REDIS_URL)")
     key = e2e.new_key()
-    layer = RedisChannelLayer(hosts=[url])
+    from django.conf import settings
+
+    # The gateway's layer names its keys after the installation's prefix (ezat/settings.py).
+    layer = RedisChannelLayer(hosts=[url], prefix=f"{settings.EZAT_REDIS_PREFIX}asgi")
 
     def requests() -> dict[str, int]:
         ids: dict[str, int] = {}

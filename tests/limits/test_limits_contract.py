@@ -377,7 +377,7 @@ async def test_notify_credit_makes_a_grant_spendable_at_once(backend, org_rows, 
 
     settings.EZAT_MONEY_RESEED_SECONDS = 3600  # only the notification can explain new money
     settings.REDIS_URL = REDIS_URL if backend == "redis" else ""
-    settings.EZAT_LIMITS_REDIS_PREFIX = prefix = new_prefix()
+    settings.EZAT_REDIS_PREFIX = prefix = new_prefix()
     reset_limiter()
     lim = get_limiter()
     assert isinstance(lim, RedisLimiter if backend == "redis" else LocalLimiter)

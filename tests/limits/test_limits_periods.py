@@ -132,7 +132,7 @@ async def test_available_balance_subtracts_open_holds(backend, org_rows, setting
     from tests.limits.conftest import REDIS_URL, delete_prefix, new_prefix, orm
 
     settings.REDIS_URL = REDIS_URL if backend == "redis" else ""
-    settings.EZAT_LIMITS_REDIS_PREFIX = prefix = new_prefix()
+    settings.EZAT_REDIS_PREFIX = prefix = new_prefix()
     reset_limiter()
     sel.set_open_holds_reader(open_holds_nano)  # what gateway.apps does at startup
     lim = get_limiter()

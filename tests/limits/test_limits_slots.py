@@ -118,8 +118,8 @@ def test_the_other_multi_key_calls_name_one_slot() -> None:
     # A cooldown sync (MGET) names all of a request's deployments.
     assert len(slots([cooldown_key(d) for d in range(1, 200)])) == 1
     # The prefix digest's flush (a script) and read (MGET): session and prefix keys.
-    digest = [prefix_digest.KEY_PREFIX + f"s:{n:032x}" for n in range(20)]
-    digest += [prefix_digest.KEY_PREFIX + f"p:{n:032x}:{n % 3}" for n in range(20)]
+    digest = [prefix_digest.key_prefix() + f"s:{n:032x}" for n in range(20)]
+    digest += [prefix_digest.key_prefix() + f"p:{n:032x}:{n % 3}" for n in range(20)]
     assert len(slots(digest)) == 1
     # A checkpoint write (MULTI): the process's hash, its heartbeat key, the set of processes.
     store = RedisStore(REDIS_URL, "ezat:")
@@ -127,3 +127,23 @@ def test_the_other_multi_key_calls_name_one_slot() -> None:
     names = [store._hash(store.process), store._alive(store.process), store._procs]
     names += [other._hash(other.process), other._alive(other.process)]
     assert len(slots(names)) == 1
+
+
+@pytest.mark.parametrize("prefix", ["inst-b:", "{inst-b}:"])
+def test_every_key_builder_starts_with_the_installation_prefix(settings, prefix: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31 item 8: EZAT_REDIS_PREFIX reaches every family (the routing digest, cooldowns,
+    the thinking store and signed kinds used a fixed `ezat:`), and each family still names one
+    slot per multi-key call with a prefix that is, or is not, a hash tag itself."""
+    settings.EZAT_REDIS_PREFIX = prefix
+    starts = (prefix, tag(prefix))
+    families = {
+        "thinking": [ThinkingStore._key(42, f"toolu_{n}") for n in range(20)],
+        "sigkind": [SignedKinds._key(42, f"sig-{n}") for n in range(20)],
+        "cooldown": [cooldown_key(d) for d in range(1, 50)],
+        "route": [prefix_digest.key_prefix() + f"s:{n:032x}" for n in range(20)],
+    }
+    store = RedisStore(REDIS_URL, prefix)
+    families["ckpt"] = [store._hash(store.process), store._alive(store.process), store._procs]
+    for name, keys in families.items():
+        assert all(k.startswith(starts) for k in keys), (name, keys[:3])
+        assert len(slots(keys)) == 1, name

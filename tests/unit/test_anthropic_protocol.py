@@ -56,7 +56,25 @@ def test_valid_body_keeps_the_name_as_sent() -> None:
 
 
 def test_other_fields_are_not_checked() -> None:
-    validation.check_body({**OK, "temperature": "hot", "tools": "nonsense", "thinking": 7})
+    validation.check_body({**OK, "temperature": "hot", "tools": None, "thinking": 7})
+    validation.check_body({**OK, "tools": [{"name": "f", "input_schema": "the provider's job"}]})
+
+
+@pytest.mark.parametrize("count_tokens", [False, True])
+@pytest.mark.parametrize(
+    ("tools", "param"),
+    [(5, "tools"), (True, "tools"), (1.5, "tools"), ("f", "tools"), ({"name": "f"}, "tools"),
+     ([{"name": "f"}, 5], "tools[1]"), ([None], "tools[0]")],
+)  # fmt: skip
+def test_tools_of_a_wrong_json_type_is_refused_naming_tools(
+    tools: object, param: str, count_tokens: bool
+) -> None:
+    """Issue 31 item 7: the gateway reads `tools` before any upstream call (its routing
+    prefix), so their shape is checked here, a 400 rather than a 500."""
+    with pytest.raises(GatewayError) as raised:
+        validation.check_body({**OK, "tools": tools}, count_tokens=count_tokens)
+    assert (raised.value.status, raised.value.type) == (400, "invalid_request_error")
+    assert raised.value.param == param and raised.value.message.startswith(param)
 
 
 def test_count_tokens_ignores_max_tokens_and_stream() -> None:

@@ -53,6 +53,12 @@ def test_prefix_identity_is_the_tools_and_system_not_the_conversation() -> None:
     assert prefix_identity(body(system="")) is None
 
 
+@pytest.mark.parametrize("tools", [5, True, 1.5, "f", {"name": "f"}])
+def test_prefix_identity_reads_tools_of_another_shape_as_no_tools(tools: object) -> None:
+    """A routing hint never raises (issue 31 item 7: `"tools": 5` was a 500 here)."""
+    assert prefix_identity(body(tools=tools)) == prefix_identity(body())
+
+
 def _owned_by(owner: int) -> str:
     return next(k for k in sessions(500) if ids(rendezvous_order(ROUTES, k))[0] == owner)
 

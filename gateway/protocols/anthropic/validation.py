@@ -1,10 +1,10 @@
 """What the gateway itself checks on a Messages request. Pure: no Django, no I/O.
 
-Only `model`, `max_tokens`, `messages` and `stream` are checked, plus the model behaviour the
-catalog records (gateway.protocols.model_rules): a forced `tool_choice` or `thinking` turned off
-on a model documented to refuse them gets a 400 naming the model and what to send instead, before
-the request is admitted (no hold, no upstream round trip). Every other field goes to the provider
-unchanged and the provider's own error comes back to the caller.
+Only `model`, `max_tokens`, `messages`, `stream` and the shape of `tools` are checked, plus the
+model behaviour the catalog records (gateway.protocols.model_rules): a forced `tool_choice` or
+`thinking` turned off on a model documented to refuse them gets a 400 naming the model and what to
+send instead, before the request is admitted (no hold, no upstream round trip). Every other field
+goes to the provider unchanged and the provider's own error comes back to the caller.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def check_body(body: Any, *, count_tokens: bool = False) -> CheckedRequest:
         raise invalid("messages: field required", "messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages: must be a non-empty array", "messages")
+    check_tools(body.get("tools"))
     stream = body.get("stream", False)
     max_tokens = body.get("max_tokens")
     if count_tokens:
@@ -59,6 +60,19 @@ def check_body(body: Any, *, count_tokens: bool = False) -> CheckedRequest:
     if max_tokens < 1:
         raise invalid("max_tokens: must be at least 1", "max_tokens")
     return CheckedRequest(model=model, max_tokens=max_tokens, stream=bool(stream))
+
+
+def check_tools(tools: Any) -> None:
+    """`tools`, when sent, is an array of objects. Checked here rather than left to the
+    provider: the gateway reads the tools itself before any upstream call (the routing prefix,
+    gateway/prefix_digest.py; the token estimate), and a number there was a 500 (issue 31)."""
+    if tools is None:
+        return  # absent (or null): the provider decides, as before
+    if not isinstance(tools, list):
+        raise invalid("tools: must be an array of tool objects", "tools")
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise invalid(f"tools[{index}]: must be an object", f"tools[{index}]")
 
 
 def check_max_tokens(max_tokens: int, model_id: str, model_max: int) -> None:
