@@ -35,8 +35,8 @@ from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError
 from gateway.first_tokens import gate
 from gateway.http import StreamWriter
-from gateway.platforms import StreamDecoder, json_reply, stream_decoder, upstream_error
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
+from gateway.providers import StreamDecoder, json_reply, stream_decoder, upstream_error
 from gateway.signed_kinds import kinds as signed_kinds
 from gateway.signed_kinds import signatures_in_reply, spans_kinds
 from gateway.upstream import CONNECT_ERRORS, UnusableDeployment, UpstreamResponse, client
@@ -263,7 +263,7 @@ class Exchange(ChainWalk):
         kind = route.deployment.kind
         if response.status != 200:
             raise _upstream_failure(kind, response.status, response.headers, payload)
-        return response.status, json_reply(kind, path, payload)
+        return response.status, json_reply(kind, path, payload, response.state)
 
     # --- one attempt, stream ------------------------------------------------------------------
     async def open_stream(
@@ -293,7 +293,7 @@ class Exchange(ChainWalk):
             raise _unusable(exc) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
-        parser = stream_decoder(route.deployment.kind)
+        parser = stream_decoder(route.deployment.kind, response.state)
         buffered: list[tuple[SSEEvent, dict[str, Any]]] = []
         response.awaiting_first_token(True)
         try:
