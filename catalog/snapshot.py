@@ -62,6 +62,10 @@ class DeploymentInfo:
 class Route:
     deployment: DeploymentInfo
     upstream_model_id: str
+    # Where the provider takes a reasoning effort natively (a model with "thinking": "effort"):
+    # the levels it takes and the one it defaults to (gateway/providers/openai/request.py).
+    efforts: tuple[str, ...] = ()
+    default_effort: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +274,10 @@ def build_snapshot() -> CatalogSnapshot:
                 unavailable.setdefault(name, m.id)
             continue
         routes = explicit.get(m.id, [])
+        if m.thinking == Model.Thinking.EFFORT:
+            efforts = tuple(m.reasoning_efforts or ())
+            default = m.default_effort or None
+            routes = [Route(r.deployment, r.upstream_model_id, efforts, default) for r in routes]
         if m.id not in chat_models and m.thinking != Model.Thinking.EFFORT:
             routes = routes + [Route(d, d.upstream_id(m.id)) for d in serve_all]
         info = ModelInfo(

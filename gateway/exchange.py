@@ -13,6 +13,7 @@ knows only Anthropic's upstream wire format.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
@@ -36,7 +37,13 @@ from gateway.errors import GatewayError
 from gateway.first_tokens import gate
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
-from gateway.providers import StreamDecoder, json_reply, stream_decoder, upstream_error
+from gateway.providers import (
+    StreamDecoder,
+    json_reply,
+    local_reply,
+    stream_decoder,
+    upstream_error,
+)
 from gateway.signed_kinds import kinds as signed_kinds
 from gateway.signed_kinds import signatures_in_reply, spans_kinds
 from gateway.upstream import CONNECT_ERRORS, UnusableDeployment, UpstreamResponse, client
@@ -149,6 +156,13 @@ class Exchange(ChainWalk):
         self.fallbacks_barred = fallbacks_barred
         self.stream = stream
         self.session = session
+        # The provider-side prompt-cache key for providers that route their cache by one
+        # (OpenAI's prompt_cache_key): the session, made per-tenant, so one org's sessions
+        # never share another's key (docs/providers.md, "Prompt caching").
+        self.cache_key = (
+            "ezat-"
+            + hashlib.blake2b(f"{key.org_id}:{session}".encode(), digest_size=12).hexdigest()
+        )
         self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
         self.pin_kind = pin_kind
         # The request's thinking signatures (newest first) and, once looked up, the deployment
@@ -244,10 +258,15 @@ class Exchange(ChainWalk):
         self, route: Route, path: str, body: bytes, beta: str | None
     ) -> tuple[int, bytes]:
         check_body_size(route, body)
+        local = local_reply(route.deployment.kind, path, body)
+        if local is not None:
+            return 200, local
         response: UpstreamResponse | None = None
         try:
             async with asyncio.timeout(self.deadline_s):
-                response = await client.post(route.deployment, path, body, beta)
+                response = await client.post(
+                    route.deployment, path, body, beta, route=route, cache_key=self.cache_key
+                )
                 payload = await response.read()
         except TimeoutError:
             raise AttemptFailed(
@@ -367,7 +386,11 @@ class Exchange(ChainWalk):
     ) -> tuple[UpstreamResponse, float]:
         """POST, with keep-alives while not even the headers have arrived: a slow upstream must
         not leave the client silent until the start deadline (proxies drop silent requests)."""
-        post = asyncio.ensure_future(client.post(route.deployment, "/v1/messages", body, beta))
+        post = asyncio.ensure_future(
+            client.post(
+                route.deployment, "/v1/messages", body, beta, route=route, cache_key=self.cache_key
+            )
+        )
         try:
             while not post.done():
                 now = time.monotonic()

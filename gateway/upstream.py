@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import httptools
 from django.conf import settings
 
-from catalog.snapshot import DeploymentInfo
+from catalog.snapshot import DeploymentInfo, Route
 from gateway.first_tokens import gate
 from gateway.providers import provider
 
@@ -287,10 +287,19 @@ class UpstreamClient:
         return target
 
     async def post(
-        self, deployment: DeploymentInfo, path: str, body: bytes, beta: str | None = None
+        self,
+        deployment: DeploymentInfo,
+        path: str,
+        body: bytes,
+        beta: str | None = None,
+        *,
+        route: Route | None = None,
+        cache_key: str | None = None,
     ) -> UpstreamResponse:
         target = self._target(deployment.base_url)
-        call = await provider(deployment.kind).prepare(deployment, target, path, body, beta)
+        call = await provider(deployment.kind).prepare(
+            deployment, target, path, body, beta, route=route, cache_key=cache_key
+        )
         head = (
             f"POST {target.path_prefix}{call.path} HTTP/1.1\r\n"
             f"host: {target.host_header}\r\n"

@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 if TYPE_CHECKING:
-    from catalog.snapshot import DeploymentInfo
+    from catalog.snapshot import DeploymentInfo, Route
     from gateway.errors import GatewayError
     from gateway.protocols.anthropic.sse import SSEEvent
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_PATH = "/v1/messages/count_tokens"
 
-# Deployment kind → the module holding its provider (a `PROVIDER` attribute).
+# Deployment kind → the module holding its provider, and the provider's name there.
 _MODULES = {
-    "anthropic": "gateway.providers.anthropic",
-    "bedrock": "gateway.providers.bedrock",
-    "vertex": "gateway.providers.vertex",
-    "openai": "gateway.providers.openai",
-    "azure-openai": "gateway.providers.openai.azure",
+    "anthropic": ("gateway.providers.anthropic", "PROVIDER"),
+    "bedrock": ("gateway.providers.bedrock", "PROVIDER"),
+    "vertex": ("gateway.providers.vertex", "PROVIDER"),
+    "openai": ("gateway.providers.openai.provider", "OPENAI"),
+    "azure-openai": ("gateway.providers.openai.provider", "OPENAI"),
 }
 
 
@@ -58,11 +58,20 @@ class ProviderRequest:
 
 class Provider(Protocol):
     async def prepare(
-        self, deployment: DeploymentInfo, target: Any, path: str, body: bytes, beta: str | None
+        self,
+        deployment: DeploymentInfo,
+        target: Any,
+        path: str,
+        body: bytes,
+        beta: str | None,
+        *,
+        route: Route | None = None,
+        cache_key: str | None = None,
     ) -> ProviderRequest:
         """The provider's request for a Messages call (`path` is MESSAGES_PATH or COUNT_PATH;
         `body` the Messages body with the provider's model id); `target` is where it goes
-        (scheme in origin[0], host_header, path_prefix)."""
+        (scheme in origin[0], host_header, path_prefix); `route` what the catalog says of the
+        model there; `cache_key` a per-tenant session key for providers that take one."""
         ...
 
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError: ...
@@ -85,10 +94,10 @@ _providers: dict[str, Provider] = {}
 def provider(kind: str) -> Provider:
     found = _providers.get(kind)
     if found is None:
-        module = _MODULES.get(kind)
-        if module is None:
+        where = _MODULES.get(kind)
+        if where is None:
             raise ValueError(f"no provider for deployment kind {kind!r}")
-        found = importlib.import_module(module).PROVIDER
+        found = getattr(importlib.import_module(where[0]), where[1])
         _providers[kind] = found
     return found
 
@@ -104,6 +113,13 @@ def stream_decoder(kind: str, state: Any = None) -> StreamDecoder:
 
 def json_reply(kind: str, path: str, payload: bytes, state: Any = None) -> bytes:
     return provider(kind).json_reply(path, payload, state)
+
+
+def local_reply(kind: str, path: str, body: bytes) -> bytes | None:
+    """The answer a provider gives without a call (count_tokens where the provider has no such
+    endpoint), or None: call it."""
+    answer = getattr(provider(kind), "local_reply", None)
+    return answer(path, body) if answer is not None else None
 
 
 def platform_body(body: bytes, version: str, *, keep_model: bool, keep_stream: bool) -> Any:

@@ -18,7 +18,13 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 class AnthropicProvider:
     async def prepare(
-        self, deployment: DeploymentInfo, target: Any, path: str, body: bytes, beta: str | None
+        self,
+        deployment: DeploymentInfo,
+        target: Any,
+        path: str,
+        body: bytes,
+        beta: str | None,
+        **call: Any,
     ) -> ProviderRequest:
         headers = (
             f"x-api-key: {deployment.api_key}\r\n"

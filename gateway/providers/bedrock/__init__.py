@@ -201,7 +201,13 @@ class BedrockProvider:
         return signer
 
     async def prepare(
-        self, deployment: DeploymentInfo, target: Any, path: str, body: bytes, beta: str | None
+        self,
+        deployment: DeploymentInfo,
+        target: Any,
+        path: str,
+        body: bytes,
+        beta: str | None,
+        **call: Any,
     ) -> ProviderRequest:
         data, stream, model = platform_body(
             body, BEDROCK_VERSION, keep_model=False, keep_stream=False

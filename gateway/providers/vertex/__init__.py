@@ -48,7 +48,13 @@ def model_base(deployment: DeploymentInfo) -> str:
 
 class VertexProvider:
     async def prepare(
-        self, deployment: DeploymentInfo, target: Any, path: str, body: bytes, beta: str | None
+        self,
+        deployment: DeploymentInfo,
+        target: Any,
+        path: str,
+        body: bytes,
+        beta: str | None,
+        **call: Any,
     ) -> ProviderRequest:
         counting = path == COUNT_PATH
         data, stream, model = platform_body(
