@@ -43,8 +43,12 @@ KINDS = CLAUDE_KINDS + OPENAI_KINDS
 # max_tokens_param: OpenAI deprecated `max_tokens` for `max_completion_tokens` (o-series models
 # refuse `max_tokens`), while some servers only know `max_tokens`
 # (https://platform.openai.com/docs/api-reference/chat/create#chat-create-max_tokens).
+# prompt_cache_key: "derived" sends one made from the session when the client sent none
+# (OpenAI routes its prompt cache by it: https://platform.openai.com/docs/guides/prompt-caching);
+# "client" forwards only the client's own, for servers that refuse the field.
 OPTIONS: dict[str, tuple[str, ...]] = {
     "max_tokens_param": ("max_completion_tokens", "max_tokens"),
+    "prompt_cache_key": ("derived", "client"),
 }
 
 # Bedrock's and Vertex's own version strings, sent in the body instead of a header (reference

@@ -38,6 +38,7 @@ from gateway.first_tokens import gate
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
 from gateway.providers import (
+    MESSAGES_PATH,
     StreamDecoder,
     json_reply,
     local_reply,
@@ -156,6 +157,9 @@ class Exchange(ChainWalk):
         self.fallbacks_barred = fallbacks_barred
         self.stream = stream
         self.session = session
+        # What the provider is asked for: a Messages call (the internal dialect), or a relayed
+        # call in the provider's own API (gateway/handlers/chat_relay.py sets it).
+        self.upstream_path = MESSAGES_PATH
         # The provider-side prompt-cache key for providers that route their cache by one
         # (OpenAI's prompt_cache_key): the session, made per-tenant, so one org's sessions
         # never share another's key (docs/providers.md, "Prompt caching").
@@ -210,7 +214,7 @@ class Exchange(ChainWalk):
         """A non-streaming Messages call: the first deployment that answers, its reply parsed."""
 
         async def attempt(route: Route) -> bytes:
-            _, payload = await self.post_json(route, "/v1/messages", body_for(route), beta)
+            _, payload = await self.post_json(route, self.upstream_path, body_for(route), beta)
             return payload
 
         payload = await self.run(attempt)
@@ -388,7 +392,12 @@ class Exchange(ChainWalk):
         not leave the client silent until the start deadline (proxies drop silent requests)."""
         post = asyncio.ensure_future(
             client.post(
-                route.deployment, "/v1/messages", body, beta, route=route, cache_key=self.cache_key
+                route.deployment,
+                self.upstream_path,
+                body,
+                beta,
+                route=route,
+                cache_key=self.cache_key,
             )
         )
         try:

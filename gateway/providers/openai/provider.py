@@ -28,7 +28,8 @@ from gateway.providers.openai.tokens import count_input_tokens
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.errors import GatewayError
-from gateway.providers import COUNT_PATH, ProviderRequest
+from gateway.providers import COUNT_PATH, ProviderRequest, StreamDecoder
+from gateway.providers.openai.relay import RelayDecoder, RelayState
 
 CHAT_PATH = "/chat/completions"
 
@@ -65,11 +66,15 @@ class OpenAIProvider:
         route: Route | None = None,
         cache_key: str | None = None,
     ) -> ProviderRequest:
+        headers = f"content-type: application/json\r\n{auth_header(deployment)}"
+        if path == CHAT_PATH:
+            # A relayed Chat Completions call (gateway/handlers/chat_relay.py): the body is the
+            # client's, already made ready for this route.
+            return ProviderRequest(CHAT_PATH, headers, body, RelayState(len(body) // 4))
         try:
             translated = to_chat(orjson.loads(body), chat_target(deployment, route, cache_key))
         except UntranslatableRequest as exc:
             raise GatewayError(400, exc.message, param=exc.param) from None
-        headers = f"content-type: application/json\r\n{auth_header(deployment)}"
         return ProviderRequest(CHAT_PATH, headers, orjson.dumps(translated.body), translated)
 
     def local_reply(self, path: str, body: bytes) -> bytes | None:
@@ -82,7 +87,9 @@ class OpenAIProvider:
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError:
         return provider_error(status, headers, payload)
 
-    def decoder(self, state: ChatRequest) -> ChatStreamDecoder:
+    def decoder(self, state: ChatRequest | RelayState) -> StreamDecoder:
+        if isinstance(state, RelayState):
+            return RelayDecoder(state.input_estimate)
         return ChatStreamDecoder(
             model=str(state.body.get("model")),
             tool_names=state.tool_names,
@@ -90,7 +97,9 @@ class OpenAIProvider:
             input_estimate=state.input_estimate,
         )
 
-    def json_reply(self, path: str, payload: bytes, state: ChatRequest) -> bytes:
+    def json_reply(self, path: str, payload: bytes, state: ChatRequest | RelayState) -> bytes:
+        if isinstance(state, RelayState):
+            return payload
         try:
             reply = orjson.loads(payload)
         except orjson.JSONDecodeError:
