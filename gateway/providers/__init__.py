@@ -1,0 +1,1 @@
+"""Upstream providers, one package each (issue 30): address, request builder, decoder, errors."""
