@@ -128,12 +128,12 @@ class ChatStreamDecoder:
 
     def feed(self, chunk: bytes, limit: int | None = None) -> list[SSEEvent]:
         """The Anthropic events completed by `chunk`. `limit` is ignored: all are returned."""
-        if self._cr:
-            chunk = b"\r" + chunk
-        # A "\r\n" split across two reads would be read as two line ends: hold the "\r".
-        self._cr = chunk[-1:] == b"\r"
-        if self._cr:
-            chunk = chunk[:-1]
+        # A "\r\n" split across two reads would be read as two line ends (SSEParser maps each
+        # read's "\r" to "\n"): the "\n" that completes the previous read's "\r" is dropped.
+        if self._cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        if chunk:
+            self._cr = chunk[-1:] == b"\r"
         events: list[SSEEvent] = []
         for sse in self._parser.feed(chunk):
             data = sse.data.strip()
