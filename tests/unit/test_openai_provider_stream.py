@@ -529,3 +529,24 @@ def test_any_split_gives_the_same_valid_events(
         assert usage["cache_read_input_tokens"] == cached
     kinds = {b.type for b in message.content}
     assert thinking or "thinking" not in kinds
+
+
+def test_a_crlf_split_across_reads_is_one_line_end() -> None:
+    # A chunk's JSON over two data lines (SSE joins them with "\n", valid JSON whitespace),
+    # the read cut between "\r" and "\n": read as two line ends it would end the event early.
+    first = orjson.dumps(chunk({"content": "Hi"}))
+    at = first.index(b",") + 1  # between two members, where a line break is whitespace
+    raw = (
+        b"data: "
+        + first[:at]
+        + b"\r\ndata: "
+        + first[at:]
+        + b"\r\n\r\n"
+        + sse([chunk(finish="stop")])
+    )
+    cut = raw.index(b"\r\n") + 1
+    d = decoder()
+    events = d.feed(raw[:cut]) + d.feed(raw[cut:])
+    assert [e.raw for e in events] == [
+        e.raw for e in run([chunk({"content": "Hi"}), chunk(finish="stop")])
+    ]
