@@ -333,4 +333,3 @@ def chunks(done: Mapping[str, Any], *, include_usage: bool, reasoning_field: str
         events.append(_chunk(head, [], done["usage"], True))
     events.append(b"data: [DONE]\n\n")
     return events
-
