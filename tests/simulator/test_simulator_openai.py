@@ -347,3 +347,11 @@ def test_requests_are_recorded_with_path_headers_and_body(sim: SimulatorThread) 
     assert records[0]["body"] == payload
     assert records[0]["prompt_cache_key"] == "pck-1"
     assert records[0]["status"] == "200"
+
+
+def test_front_is_on_the_platform_simulators_too() -> None:
+    from gateway.simulator.platforms import PlatformSim
+
+    with SimulatorThread(api_key="sk-bedrock-sim", platform=PlatformSim(platform="bedrock")) as bed:
+        assert completion(post(bed, body(), key="sk-bedrock-sim")).model == "gpt-sim"
+        assert post(bed, body(), key="sk-wrong").status_code == 401
