@@ -81,8 +81,11 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             try:
                 response = await handler(request)
             except web.HTTPException as exc:
-                # Unknown paths and wrong methods get the Anthropic error envelope too.
-                response = error_response(exc.status, exc.reason, ctx.request_id)
+                # Unknown paths and wrong methods get the front's error envelope too.
+                if openai_front.owns(request.path):
+                    response = openai_front.http_error(exc, ctx.request_id)
+                else:
+                    response = error_response(exc.status, exc.reason, ctx.request_id)
         status = ctx.outcome or str(response.status)
         return response
     finally:

@@ -78,6 +78,12 @@ def owns(path: str) -> bool:
     return path.startswith(_PREFIXES)
 
 
+def http_error(exc: web.HTTPException, request_id: str) -> web.Response:
+    """An unknown path or a wrong method on this front, in OpenAI's envelope."""
+    text = f"{exc.reason}: this front serves /v1/chat/completions and /v1/models."
+    return error_response(OpenAIError(exc.status, text), request_id)
+
+
 def _bearer(request: web.Request) -> str | None:
     auth = request.headers.get("authorization", "")
     return auth[7:] if auth[:7].lower() == "bearer " else None

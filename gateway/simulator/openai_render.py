@@ -147,8 +147,11 @@ def _add_tools(body: Mapping[str, Any], out: dict[str, Any]) -> None:
         out["tool_choice"] = {"type": "none"}
     elif choice == "required":
         out["tool_choice"] = {"type": "any"}
-    elif isinstance(choice, Mapping):
+    elif isinstance(choice, Mapping) and choice.get("type") == "function":
         out["tool_choice"] = {"type": "tool", "name": choice["function"]["name"]}
+    elif isinstance(choice, Mapping):  # allowed_tools: the reply builder picks from all tools
+        mode = choice["allowed_tools"]["mode"]
+        out["tool_choice"] = {"type": "any" if mode == "required" else "auto"}
     else:
         out["tool_choice"] = {"type": "auto"}
     if body.get("parallel_tool_calls") is False:

@@ -432,8 +432,13 @@ def _check_tool_choice(body: Mapping[str, Any], names: list[str]) -> OpenAIError
         return None
     if not isinstance(choice, Mapping):
         return _invalid_type("tool_choice", "a string or object", choice)
+    if choice.get("type") == "allowed_tools":
+        allowed = choice.get("allowed_tools")
+        if not isinstance(allowed, Mapping) or allowed.get("mode") not in ("auto", "required"):
+            return _missing("tool_choice.allowed_tools.mode")
+        return _check_keys(choice, {"type", "allowed_tools"}, "tool_choice")
     if choice.get("type") != "function":
-        return _bad_value("tool_choice.type", choice.get("type"), ("function",))
+        return _bad_value("tool_choice.type", choice.get("type"), ("function", "allowed_tools"))
     error = _check_keys(choice, {"type", "function"}, "tool_choice")
     function = choice.get("function")
     if error:

@@ -328,3 +328,21 @@ def test_unparseable_body(sim: SimulatorThread) -> None:
 def test_unknown_model_is_a_404(sim: SimulatorThread) -> None:
     error = error_of(post(sim, body("claude-sonnet-5"), key=API_KEY), 404)
     assert error["code"] == "model_not_found"
+
+
+@pytest.mark.usefixtures("reset_sim")
+def test_unknown_paths_and_methods_answer_in_openai_shape(sim: SimulatorThread) -> None:
+    import httpx
+
+    headers = {"authorization": f"Bearer {API_KEY}"}
+    missing = httpx.post(f"{sim.url}/v1/chat/complete", json=body(), headers=headers)
+    assert error_of(missing, 404)["type"] == "invalid_request_error"
+    wrong_method = httpx.get(f"{sim.url}/v1/chat/completions", headers=headers)
+    error_of(wrong_method, 405)
+
+
+@pytest.mark.usefixtures("reset_sim")
+def test_allowed_tools_choice(sim: SimulatorThread) -> None:
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}
+    reply = completion(post(sim, _msgs(USER, tools=[TOOL], tool_choice=choice), key=API_KEY))
+    assert reply.choices[0].finish_reason == "tool_calls"
