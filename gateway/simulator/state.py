@@ -40,6 +40,8 @@ class RequestContext:
 @dataclass(slots=True)
 class SimState:
     api_key: str | None = None
+    # The OpenAI front's key (Bearer / Azure api-key): the simulator's key on every platform.
+    openai_key: str | None = None
     records: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))
     script: FaultScript = field(default_factory=FaultScript)
     clock: SimClock = field(default_factory=SimClock)
