@@ -24,7 +24,6 @@ from gateway.providers.openai.errors import provider_error
 from gateway.providers.openai.reply import to_message
 from gateway.providers.openai.request import ChatRequest, ChatTarget, UntranslatableRequest, to_chat
 from gateway.providers.openai.stream import ChatStreamDecoder
-from gateway.providers.openai.tokens import count_input_tokens
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.errors import GatewayError
@@ -81,6 +80,8 @@ class OpenAIProvider:
         """count_tokens is counted here: a Chat Completions server has no such endpoint."""
         if path != COUNT_PATH:
             return None
+        from gateway.providers.openai.tokens import count_input_tokens  # its tokenizer, lazily
+
         data = orjson.loads(body)
         return orjson.dumps({"input_tokens": count_input_tokens(data, str(data.get("model")))})
 
