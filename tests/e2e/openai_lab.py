@@ -47,6 +47,8 @@ def make_openai_lab(
         "thinking": Model.Thinking.EFFORT,
         "reasoning_efforts": ["none", "low", "medium", "high"],
         "default_effort": "medium",
+        "forced_tool_choice": True,
+        "sampling": True,
         **model,
     }
     names = []

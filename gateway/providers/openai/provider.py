@@ -20,15 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from gateway.providers.openai.errors import provider_error
-from gateway.providers.openai.reply import to_message
-from gateway.providers.openai.request import ChatRequest, ChatTarget, UntranslatableRequest, to_chat
-from gateway.providers.openai.stream import ChatStreamDecoder
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.errors import GatewayError
 from gateway.providers import COUNT_PATH, ProviderRequest, StreamDecoder
+from gateway.providers.openai.errors import provider_error
 from gateway.providers.openai.relay import RelayDecoder, RelayState
+from gateway.providers.openai.reply import to_message
+from gateway.providers.openai.request import ChatRequest, ChatTarget, UntranslatableRequest, to_chat
+from gateway.providers.openai.stream import ChatStreamDecoder
 
 CHAT_PATH = "/chat/completions"
 

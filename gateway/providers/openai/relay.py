@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from gateway.providers.openai.mapping import anthropic_usage, error_type, reasoning_of
 
 from gateway.protocols.anthropic.sse import SSEEvent
+from gateway.providers.openai.mapping import anthropic_usage, error_type, reasoning_of
 
 DONE = b"data: [DONE]\n\n"
 
