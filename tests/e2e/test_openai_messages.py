@@ -189,6 +189,19 @@ def test_reasoning_becomes_a_thinking_block_that_comes_back_unforwarded(
     assert again.content
     sent = json.dumps(qwen.chat_requests()[-1]["body"])
     assert "thinking" not in sent and "signature" not in sent
+    # The same conversation moved to Claude: the gateway's block is dropped there too (Claude
+    # would refuse a signature it did not make).
+    history = [
+        {"role": "user", "content": "think about it"},
+        {"role": "assistant", "content": [b.model_dump() for b in message.content]},
+        {"role": "user", "content": "and now?"},
+    ]
+    claude = client.messages.create(
+        model="anthropic/claude-sonnet-5-5", max_tokens=2000, messages=history
+    )
+    assert claude.content
+    to_claude = [r for r in e2e.sim.requests() if r["path"] == "/v1/messages"][-1]["body"]
+    assert "ezat.reasoning" not in json.dumps(to_claude)
 
 
 def test_count_tokens_is_counted_here_and_free(lab: OpenAILab, client: anthropic.Anthropic) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-GATEWAY_SIGNATURE_PREFIX = "ezat.reasoning.v1."
+from gateway.protocols.anthropic.gateway_thinking import GATEWAY_SIGNATURE_PREFIX
 
 # OpenAI finish_reason -> Anthropic stop_reason (providers.md §5.2, "correct mapping" column).
 STOP_REASONS: dict[str, str] = {
