@@ -589,7 +589,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         body(messages=[{"role": "assistant", "content": [{"type": "server_tool_use"}]}]),
         "messages.0.content.0.type",
     ),
-    (body(messages=[{"role": "system", "content": "x"}]), "messages.0.role"),
+    (body(messages=[{"role": "tool", "content": "x"}]), "messages.0.role"),
     (
         body(
             messages=[
@@ -734,3 +734,17 @@ def test_translated_bodies_carry_no_anthropic_only_keys(
             assert {p["type"] for p in parts} <= {"text", "image_url"}
     if request_body.get("stream"):
         assert out["stream_options"] == {"include_usage": True}
+
+
+def test_a_system_message_inside_the_conversation_stays_in_place() -> None:
+    """Claude Code sends a system message mid-conversation; the Claude path accepts it, so this
+    one does too, as a Chat system message where it was."""
+    sent = body(
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "be terse"}]},
+            {"role": "user", "content": "go on"},
+        ]
+    )
+    roles = [(m["role"], m["content"]) for m in to_chat(sent, ChatTarget()).body["messages"]]
+    assert roles == [("user", "hi"), ("system", "be terse"), ("user", "go on")]

@@ -43,6 +43,12 @@ class Command(BaseCommand):
             "azure-openai: the api-key",
         )
         parser.add_argument(
+            "--prompt-cache-key",
+            choices=OPTIONS["prompt_cache_key"],
+            help="openai kinds: derived (default) sends one made from the session when the "
+            "client sent none; client forwards only the client's own",
+        )
+        parser.add_argument(
             "--max-tokens-param",
             choices=OPTIONS["max_tokens_param"],
             help="openai kinds: the name the server takes the output limit by "
@@ -79,8 +85,10 @@ class Command(BaseCommand):
         bedrock_key = str(options["bedrock_api_key"] or "").strip()
         if kind in ("anthropic", "azure-openai") and not api_key:
             raise CommandError("--api-key must not be empty")
-        if options["max_tokens_param"] and kind not in OPENAI_KINDS:
-            raise CommandError("--max-tokens-param is for openai and azure-openai deployments")
+        for flag in ("max_tokens_param", "prompt_cache_key"):
+            if options[flag] and kind not in OPENAI_KINDS:
+                name = "--" + flag.replace("_", "-")
+                raise CommandError(f"{name} is for openai and azure-openai deployments")
         if kind in OPENAI_KINDS and not options["models"]:
             raise CommandError(f"--model is required for {kind} deployments (one per model)")
         if api_key and kind not in ("anthropic", *OPENAI_KINDS):
@@ -133,7 +141,4 @@ class Command(BaseCommand):
 
 def _provider_options(options: dict[str, object]) -> dict[str, str]:
     """Deployment.options from the command line: only what was given."""
-    chosen: dict[str, str] = {}
-    if options["max_tokens_param"]:
-        chosen["max_tokens_param"] = str(options["max_tokens_param"])
-    return chosen
+    return {name: str(options[name]) for name in OPTIONS if options.get(name)}

@@ -1,6 +1,6 @@
 """OpenAI-compatible providers (OpenAI, Azure OpenAI, vLLM, Ollama, DeepSeek, …) behind the
 Messages API: pure translators Anthropic Messages ⇄ Chat Completions
-(docs/providers-translation.md).
+(docs/providers.md, section 7).
 
 - request.py  Messages request  -> Chat Completions request (`to_chat`)
 - stream.py   chat.completion.chunk SSE bytes -> Anthropic stream events (`ChatStreamDecoder`)

@@ -40,7 +40,11 @@ def chat_target(
         max_tokens_param=deployment.options.get("max_tokens_param", "max_completion_tokens"),
         efforts=route.efforts if route is not None else (),
         default_effort=route.default_effort if route is not None else None,
-        prompt_cache_key=cache_key,
+        # "client": the server refuses the field, so only a client's own would go (none
+        # can on this path: a Messages request has no prompt_cache_key).
+        prompt_cache_key=cache_key
+        if deployment.options.get("prompt_cache_key", "derived") == "derived"
+        else None,
     )
 
 

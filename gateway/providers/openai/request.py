@@ -4,7 +4,7 @@ The body is one EZAT has already checked (model, max_tokens, messages, stream) w
 set to the provider's own model name. Everything else is checked here as it is translated: a
 field with no Chat Completions meaning is either dropped (the answer is the same without it)
 or refused with `UntranslatableRequest` naming the field (the answer would silently differ).
-docs/providers-translation.md has the table. Rules and their sources:
+docs/providers.md (section 7) has the table. Rules and their sources:
 
 - `system` -> the first message, role "system" (providers.md §5.1; OpenAI maps it to
   "developer" on reasoning models itself).
@@ -422,8 +422,16 @@ class _Builder:
                 reply = self._assistant(content, f"{param}.content")
                 if reply is not None:
                     out.append(reply)
+            elif role == "system":
+                # A system message inside the conversation (Claude Code sends one mid-way): a
+                # Chat system message in the same place.
+                text = self.system(content)
+                if text:
+                    out.append({"role": "system", "content": text})
             else:
-                raise UntranslatableRequest(f"{param}.role", 'must be "user" or "assistant"')
+                raise UntranslatableRequest(
+                    f"{param}.role", 'must be "user", "assistant" or "system"'
+                )
         return out
 
     def _user(self, content: list[Any], param: str) -> list[dict[str, Any]]:
