@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.simulator.openai_errors import OpenAIError
+from gateway.simulator.openai_models import MODELS, OpenAIModel
 
 REQUEST_FIELDS = frozenset(
     {
@@ -88,30 +88,6 @@ _PART_KEYS = {
 }
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME_MAX = 64
-
-
-@dataclass(frozen=True, slots=True)
-class OpenAIModel:
-    """A model the front serves: whether it reasons, and whether its reasoning is visible."""
-
-    id: str
-    owned_by: str
-    reasoning: bool
-    # "reasoning_content" (vLLM/DeepSeek style, shown) or None (OpenAI: counted, never shown).
-    visible_reasoning: bool
-    max_output_tokens: int
-    context_window: int
-    created: int = 1_790_000_000
-
-
-MODELS: dict[str, OpenAIModel] = {
-    m.id: m
-    for m in (
-        OpenAIModel("gpt-sim", "openai", True, False, 128_000, 400_000),
-        OpenAIModel("gpt-sim-mini", "openai", False, False, 16_384, 128_000),
-        OpenAIModel("qwen-sim", "vllm", True, True, 32_768, 131_072),
-    )
-}
 
 
 def _type_name(value: Any) -> str:
@@ -385,11 +361,24 @@ def _check_function(function: Any, at: str) -> OpenAIError | None:
     error = _check_keys(function, {"name", "description", "parameters", "strict"}, at)
     if error:
         return error
-    name = function.get("name")
+    error = check_tool_name(function.get("name"), f"{at}.name")
+    if error:
+        return error
+    parameters = function.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        return _invalid_type(f"{at}.parameters", "an object", parameters)
+    if "description" in function and not isinstance(function["description"], str):
+        return _invalid_type(f"{at}.description", "a string", function["description"])
+    return None
+
+
+def check_tool_name(name: Any, param: str) -> OpenAIError | None:
+    """A function name as OpenAI takes it: ^[a-zA-Z0-9_-]+$, at most 64 characters."""
     if name is None:
-        return _missing(f"{at}.name")
+        return _missing(param)
     if not isinstance(name, str):
-        return _invalid_type(f"{at}.name", "a string", name)
+        return _invalid_type(param, "a string", name)
+    at = param.removesuffix(".name")
     if len(name) > TOOL_NAME_MAX:
         return OpenAIError(
             400,
@@ -406,11 +395,6 @@ def _check_function(function: Any, at: str) -> OpenAIError | None:
             f"{at}.name",
             "invalid_value",
         )
-    parameters = function.get("parameters")
-    if parameters is not None and not isinstance(parameters, Mapping):
-        return _invalid_type(f"{at}.parameters", "an object", parameters)
-    if "description" in function and not isinstance(function["description"], str):
-        return _invalid_type(f"{at}.description", "a string", function["description"])
     return None
 
 
