@@ -17,19 +17,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.simulator.openai_errors import OpenAIError
+from gateway.simulator.openai_models import MODELS, OpenAIModel
 from gateway.simulator.openai_render import DEFAULT_MAX_TOKENS, IMAGE_TOKENS, IMAGE_TOKENS_DEFAULT
 from gateway.simulator.openai_validation import (
-    MODELS,
     REASONING_EFFORTS,
-    OpenAIModel,
-    _bad_value,
-    _check_keys,
-    _check_sampling,
-    _invalid_type,
-    _is_int,
-    _missing,
-    _unknown,
+    bad_value,
+    check_keys,
+    check_sampling,
     check_tool_name,
+    invalid_type,
+    is_int,
+    missing,
+    unknown,
 )
 from gateway.simulator.tokens import Segment, measure
 
@@ -109,11 +108,11 @@ def check_response(body: Any, history: list[Any], *, flavour: str) -> OpenAIErro
     if not isinstance(body, Mapping):
         return OpenAIError(400, "We could not parse the JSON body of your request.")
     if flavour != "vllm":
-        unknown = sorted(set(body) - RESPONSE_FIELDS)
-        if unknown:
-            return _unknown(unknown[0])
+        extra = sorted(set(body) - RESPONSE_FIELDS)
+        if extra:
+            return unknown(extra[0])
     if "model" not in body:
-        return _missing("model")
+        return missing("model")
     model = MODELS.get(body["model"]) if isinstance(body["model"], str) else None
     if model is None:
         return OpenAIError(
@@ -123,15 +122,15 @@ def check_response(body: Any, history: list[Any], *, flavour: str) -> OpenAIErro
             "model_not_found",
         )
     if "input" not in body and not history:
-        return _missing("input")
+        return missing("input")
     raw = body.get("input")
     if raw is not None and not isinstance(raw, str | list):
-        return _invalid_type("input", "a string or array", raw)
+        return invalid_type("input", "a string or array", raw)
     return (
         _check_items(body, history)
         or _check_tools(body)
         or _check_options(body, model)
-        or _check_sampling({k: body[k] for k in ("temperature", "top_p") if k in body})
+        or check_sampling({k: body[k] for k in ("temperature", "top_p") if k in body})
     )
 
 
@@ -142,12 +141,12 @@ def _check_items(body: Mapping[str, Any], history: list[Any]) -> OpenAIError | N
     for n, item in enumerate(raw if isinstance(raw, list) else ()):
         where = f"input[{n}]"
         if not isinstance(item, Mapping):
-            return _invalid_type(where, "an object", item)
+            return invalid_type(where, "an object", item)
         item = _typed(item)
         kind = item.get("type")
         if kind not in ITEM_TYPES:
-            return _bad_value(f"{where}.type", kind, ITEM_TYPES)
-        error = _check_keys(item, _ITEM_KEYS[kind], where)
+            return bad_value(f"{where}.type", kind, ITEM_TYPES)
+        error = check_keys(item, _ITEM_KEYS[kind], where)
         if error:
             return error
         if kind == "message":
@@ -155,7 +154,7 @@ def _check_items(body: Mapping[str, Any], history: list[Any]) -> OpenAIError | N
         elif kind in ("function_call", "function_call_output"):
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or not 1 <= len(call_id) <= 64:
-                return _missing(f"{where}.call_id")
+                return missing(f"{where}.call_id")
             if kind == "function_call":
                 error = _check_call(item, where)
                 calls.add(call_id)
@@ -169,35 +168,35 @@ def _check_items(body: Mapping[str, Any], history: list[Any]) -> OpenAIError | N
                 answered.add(call_id)
         if error:
             return error
-    missing = sorted(calls - answered)
-    if missing:
-        return OpenAIError(400, f"No tool output found for function call {missing[0]}.", "input")
+    unanswered = sorted(calls - answered)
+    if unanswered:
+        return OpenAIError(400, f"No tool output found for function call {unanswered[0]}.", "input")
     return None
 
 
 def _check_message(item: Mapping[str, Any], where: str) -> OpenAIError | None:
     role = item.get("role")
     if role not in _ROLES:
-        return _bad_value(f"{where}.role", role, _ROLES)
+        return bad_value(f"{where}.role", role, _ROLES)
     content = item.get("content")
     if isinstance(content, str):
         return None
     if not isinstance(content, list):
-        return _missing(f"{where}.content")
+        return missing(f"{where}.content")
     allowed = _ASSISTANT_PARTS if role == "assistant" else _USER_PARTS
     for m, part in enumerate(content):
         at = f"{where}.content[{m}]"
         if not isinstance(part, Mapping):
-            return _invalid_type(at, "an object", part)
+            return invalid_type(at, "an object", part)
         ptype = part.get("type")
         if ptype not in allowed:
             # Chat's text / image_url parts and Anthropic's blocks land here.
-            return _bad_value(f"{at}.type", ptype, allowed)
-        error = _check_keys(part, _PARTS[ptype], at)
+            return bad_value(f"{at}.type", ptype, allowed)
+        error = check_keys(part, _PARTS[ptype], at)
         if error:
             return error
         if ptype in ("input_text", "output_text") and not isinstance(part.get("text"), str):
-            return _missing(f"{at}.text")
+            return missing(f"{at}.text")
     return None
 
 
@@ -206,7 +205,7 @@ def _check_call(item: Mapping[str, Any], where: str) -> OpenAIError | None:
     if error:
         return error
     if not isinstance(item.get("arguments"), str):
-        return _invalid_type(f"{where}.arguments", "a string", item.get("arguments"))
+        return invalid_type(f"{where}.arguments", "a string", item.get("arguments"))
     return None
 
 
@@ -214,32 +213,32 @@ def _check_tools(body: Mapping[str, Any]) -> OpenAIError | None:
     tools = body.get("tools")
     names: list[str] = []
     if tools is not None and not isinstance(tools, list):
-        return _invalid_type("tools", "an array", tools)
+        return invalid_type("tools", "an array", tools)
     for i, tool in enumerate(tools or ()):
         at = f"tools[{i}]"
         if not isinstance(tool, Mapping):
-            return _invalid_type(at, "an object", tool)
+            return invalid_type(at, "an object", tool)
         if tool.get("type") != "function":
             if "type" not in tool:
-                return _missing(f"{at}.type")
-            return _bad_value(f"{at}.type", tool["type"], ("function",))
+                return missing(f"{at}.type")
+            return bad_value(f"{at}.type", tool["type"], ("function",))
         # Chat's {"function": {...}} wrapper: the real API says the flat name is missing.
-        error = check_tool_name(tool.get("name"), f"{at}.name") or _check_keys(
+        error = check_tool_name(tool.get("name"), f"{at}.name") or check_keys(
             tool, {"type", "name", "description", "parameters", "strict"}, at
         )
         if error:
             return error
         parameters = tool.get("parameters")
         if parameters is not None and not isinstance(parameters, Mapping):
-            return _invalid_type(f"{at}.parameters", "an object", parameters)
+            return invalid_type(f"{at}.parameters", "an object", parameters)
         names.append(tool["name"])
     choice = body.get("tool_choice")
     if choice is None or choice in ("none", "auto", "required"):
         return None
     if isinstance(choice, str):
-        return _bad_value("tool_choice", choice, ("none", "auto", "required"))
+        return bad_value("tool_choice", choice, ("none", "auto", "required"))
     if not isinstance(choice, Mapping):
-        return _invalid_type("tool_choice", "a string or object", choice)
+        return invalid_type("tool_choice", "a string or object", choice)
     if choice.get("type") == "function":
         if choice.get("name") not in names:
             return OpenAIError(
@@ -250,14 +249,14 @@ def _check_tools(body: Mapping[str, Any]) -> OpenAIError | None:
         return None
     if choice.get("type") == "allowed_tools" and choice.get("mode") in ("auto", "required"):
         return None
-    return _bad_value("tool_choice.type", choice.get("type"), ("function", "allowed_tools"))
+    return bad_value("tool_choice.type", choice.get("type"), ("function", "allowed_tools"))
 
 
 def _check_options(body: Mapping[str, Any], model: OpenAIModel) -> OpenAIError | None:
     cap = body.get("max_output_tokens")
     if cap is not None:
-        if not _is_int(cap):
-            return _invalid_type("max_output_tokens", "an integer", cap)
+        if not is_int(cap):
+            return invalid_type("max_output_tokens", "an integer", cap)
         if cap < MIN_OUTPUT_TOKENS:
             return OpenAIError(
                 400,
@@ -277,8 +276,8 @@ def _check_options(body: Mapping[str, Any], model: OpenAIModel) -> OpenAIError |
     reasoning = body.get("reasoning")
     if reasoning is not None:
         if not isinstance(reasoning, Mapping):
-            return _invalid_type("reasoning", "an object", reasoning)
-        error = _check_keys(
+            return invalid_type("reasoning", "an object", reasoning)
+        error = check_keys(
             reasoning, {"effort", "summary", "generate_summary", "context", "mode"}, "reasoning"
         )
         if error:
@@ -292,10 +291,10 @@ def _check_options(body: Mapping[str, Any], model: OpenAIModel) -> OpenAIError |
                 "unsupported_parameter",
             )
         if effort is not None and effort not in REASONING_EFFORTS:
-            return _bad_value("reasoning.effort", effort, REASONING_EFFORTS)
+            return bad_value("reasoning.effort", effort, REASONING_EFFORTS)
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        return _invalid_type("stream", "a boolean", stream)
+        return invalid_type("stream", "a boolean", stream)
     if body.get("stream_options") is not None and not stream:
         return OpenAIError(
             400,
@@ -307,7 +306,7 @@ def _check_options(body: Mapping[str, Any], model: OpenAIModel) -> OpenAIError |
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
         for key in ("name", "schema"):
             if key not in fmt:
-                return _missing(f"text.format.{key}")
+                return missing(f"text.format.{key}")
     return None
 
 
