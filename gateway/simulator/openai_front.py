@@ -4,9 +4,8 @@ Served by every simulator, next to its Anthropic (or Bedrock/Vertex) front:
 
 - `POST /v1/chat/completions`, `POST /v1/responses`, `GET /v1/models[/{id}]`: OpenAI's API,
   `Authorization: Bearer <the simulator's api key>`;
-- the same under `/openai/v1/`: Azure OpenAI's v1 API, `api-key:
-  <key>` (a Bearer key is taken too: the plain OpenAI SDK pointed at Azure's v1 base URL sends
-  one).
+- the same under `/openai/v1/`: Azure OpenAI's v1 API, `api-key: <key>` (a Bearer key is taken
+  too: the plain OpenAI SDK pointed at Azure's v1 base URL sends one).
 
 Settings, per simulator (`POST /_sim/platform`, `SimulatorThread.platform_state(...)`):
 `openai_auth` "required" (default; no key is checked when the simulator has none, as on the
@@ -15,9 +14,9 @@ Messages front) or "none" (vLLM/Ollama run keyless: every request is taken, what
 mid-stream error is followed by `data: [DONE]` as vLLM's server sends it);
 `openai_reasoning_field` "reasoning_content" (default) or "reasoning" (vLLM >= 0.11 naming).
 
-Replies, faults (path "chat_completions" / "responses"), pauses, the clock, the prompt cache (automatic, by
-prefix: gateway/simulator/cache.py `account_prefix`) and request recording are the simulation's
-own, shared with the Messages front.
+Replies, faults (path "chat_completions" / "responses"), pauses, the clock, the prompt cache
+(automatic, by prefix: gateway/simulator/cache.py `account_prefix`) and request recording are the
+simulation's own, shared with the Messages front.
 """
 
 from __future__ import annotations
