@@ -81,9 +81,13 @@ def owns(path: str) -> bool:
     return path.startswith(_PREFIXES)
 
 
-def http_error(exc: web.HTTPException, request_id: str) -> web.Response:
-    """An unknown path or a wrong method on this front, in OpenAI's envelope."""
-    text = f"{exc.reason}: this front serves /v1/chat/completions and /v1/models."
+def http_error(exc: web.HTTPException, request: web.Request, request_id: str) -> web.Response:
+    """An unknown path, a wrong method or a body over the size limit on this front, in OpenAI's
+    envelope ("Invalid URL (POST /v1/foo)" is the real API's answer to a path it lacks)."""
+    if exc.status == 413:
+        text = "Request too large."
+    else:
+        text = f"Invalid URL ({request.method} {request.path})"
     return error_response(OpenAIError(exc.status, text), request_id)
 
 
