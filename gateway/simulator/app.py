@@ -69,6 +69,9 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         ctx.record = state.record(request, ctx)
         if too_large is not None:
             response: web.StreamResponse = too_large
+            if openai_front.owns(request.path):
+                too_big = web.HTTPRequestEntityTooLarge(MAX_BODY_BYTES, len(ctx.raw))
+                response = openai_front.http_error(too_big, request, ctx.request_id)
         elif (
             state.api_key
             and not openai_front.owns(request.path)  # it authenticates OpenAI's way
@@ -83,7 +86,7 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             except web.HTTPException as exc:
                 # Unknown paths and wrong methods get the front's error envelope too.
                 if openai_front.owns(request.path):
-                    response = openai_front.http_error(exc, ctx.request_id)
+                    response = openai_front.http_error(exc, request, ctx.request_id)
                 else:
                     response = error_response(exc.status, exc.reason, ctx.request_id)
         status = ctx.outcome or str(response.status)

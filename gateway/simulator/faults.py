@@ -19,6 +19,9 @@ PATHS = {
     "chat_completions": "chat_completions",
     "/v1/chat/completions": "chat_completions",
     "/openai/v1/chat/completions": "chat_completions",
+    "responses": "responses",
+    "/v1/responses": "responses",
+    "/openai/v1/responses": "responses",
 }
 
 _INT_FIELDS = (
@@ -97,7 +100,9 @@ class Fault:
         _check_types(spec)
         path = PATHS.get(spec.get("path", "messages"))
         if path is None:
-            raise FaultError("path must be 'messages', 'count_tokens' or 'chat_completions'")
+            raise FaultError(
+                "path must be 'messages', 'count_tokens', 'chat_completions' or 'responses'"
+            )
         times = spec.get("times", 1)
         if times == 0 or times < -1:
             raise FaultError("times must be >= 1, or -1 for forever")

@@ -113,6 +113,10 @@ def _classify(status: int, fault: Fault) -> tuple[str, str | None, str]:
     etype, code = default_type, default_code
     if fault.error_type in _FROM_ANTHROPIC:
         etype, code = _FROM_ANTHROPIC[fault.error_type]
+    elif fault.error_type in _CODE_TEXT:
+        # `"type": "context_length_exceeded"` reads as naturally as the code; both work.
+        code = fault.error_type
+        etype = "insufficient_quota" if code == "insufficient_quota" else default_type
     elif fault.error_type:
         etype = fault.error_type
     scripted_code = fault.spec.get("code")

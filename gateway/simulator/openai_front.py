@@ -1,12 +1,11 @@
-"""The simulator's OpenAI-compatible front: Chat Completions and the model list.
+"""The simulator's OpenAI-compatible front: Chat Completions, Responses and the model list.
 
 Served by every simulator, next to its Anthropic (or Bedrock/Vertex) front:
 
-- `POST /v1/chat/completions`, `GET /v1/models[/{id}]`: OpenAI's API, `Authorization: Bearer
-  <the simulator's api key>`;
-- `POST /openai/v1/chat/completions`, `GET /openai/v1/models`: Azure OpenAI's v1 API, `api-key:
-  <key>` (a Bearer key is taken too: the plain OpenAI SDK pointed at Azure's v1 base URL sends
-  one).
+- `POST /v1/chat/completions`, `POST /v1/responses`, `GET /v1/models[/{id}]`: OpenAI's API,
+  `Authorization: Bearer <the simulator's api key>`;
+- the same under `/openai/v1/`: Azure OpenAI's v1 API, `api-key: <key>` (a Bearer key is taken
+  too: the plain OpenAI SDK pointed at Azure's v1 base URL sends one).
 
 Settings, per simulator (`POST /_sim/platform`, `SimulatorThread.platform_state(...)`):
 `openai_auth` "required" (default; no key is checked when the simulator has none, as on the
@@ -15,9 +14,9 @@ Messages front) or "none" (vLLM/Ollama run keyless: every request is taken, what
 mid-stream error is followed by `data: [DONE]` as vLLM's server sends it);
 `openai_reasoning_field` "reasoning_content" (default) or "reasoning" (vLLM >= 0.11 naming).
 
-Replies, faults (path "chat_completions"), pauses, the clock, the prompt cache (automatic, by
-prefix: gateway/simulator/cache.py `account_prefix`) and request recording are the simulation's
-own, shared with the Messages front.
+Replies, faults (path "chat_completions" / "responses"), pauses, the clock, the prompt cache
+(automatic, by prefix: gateway/simulator/cache.py `account_prefix`) and request recording are the
+simulation's own, shared with the Messages front.
 """
 
 from __future__ import annotations
@@ -31,6 +30,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from gateway.simulator import openai_responses as responses
+from gateway.simulator import openai_responses_render as responses_render
 from gateway.simulator.cache import TTL_5M
 from gateway.simulator.errors import json_response
 from gateway.simulator.faults import Fault
@@ -43,6 +44,7 @@ from gateway.simulator.openai_errors import (
     fault_error,
     stream_error,
 )
+from gateway.simulator.openai_models import MODELS, OpenAIModel
 from gateway.simulator.openai_render import (
     cached_tokens,
     chunks,
@@ -51,15 +53,16 @@ from gateway.simulator.openai_render import (
     segments,
     usage,
 )
-from gateway.simulator.openai_validation import MODELS, check_chat
+from gateway.simulator.openai_validation import check_chat
 from gateway.simulator.platforms import PLATFORM
 from gateway.simulator.replies import build_reply, reply_from_override
-from gateway.simulator.state import CONTEXT, STATE, RequestContext
-from gateway.simulator.tokens import total_tokens
+from gateway.simulator.state import CONTEXT, STATE, RequestContext, SimState
+from gateway.simulator.tokens import Segment, total_tokens
 
 AZURE_PREFIX = "/openai/"
-_PREFIXES = ("/v1/chat/", "/v1/models", AZURE_PREFIX)
+_PREFIXES = ("/v1/chat/", "/v1/models", "/v1/responses", AZURE_PREFIX)
 TTL_24H = 86_400.0
+MAX_STORED_RESPONSES = 1000
 
 _NO_KEY = (
     "You didn't provide an API key. You need to provide your API key in an Authorization header"
@@ -78,9 +81,13 @@ def owns(path: str) -> bool:
     return path.startswith(_PREFIXES)
 
 
-def http_error(exc: web.HTTPException, request_id: str) -> web.Response:
-    """An unknown path or a wrong method on this front, in OpenAI's envelope."""
-    text = f"{exc.reason}: this front serves /v1/chat/completions and /v1/models."
+def http_error(exc: web.HTTPException, request: web.Request, request_id: str) -> web.Response:
+    """An unknown path, a wrong method or a body over the size limit on this front, in OpenAI's
+    envelope ("Invalid URL (POST /v1/foo)" is the real API's answer to a path it lacks)."""
+    if exc.status == 413:
+        text = "Request too large."
+    else:
+        text = f"Invalid URL ({request.method} {request.path})"
     return error_response(OpenAIError(exc.status, text), request_id)
 
 
@@ -162,15 +169,7 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
         if fault and fault.reply
         else build_reply(reply_body(body, model))
     )
-    cached = 0
-    if prompt >= 1024:  # OpenAI caches nothing shorter (providers.md §4)
-        # prompt_cache_key scopes the cache: requests sharing a key (and model) share prefixes,
-        # as OpenAI routes them to the same cache.
-        scope = f"{model.id}\x1f{body.get('prompt_cache_key') or ''}"
-        ttl = TTL_24H if body.get("prompt_cache_retention") == "24h" else TTL_5M
-        cached = cached_tokens(state.cache.account_prefix(scope, prompt_segments, ttl))
-    if ctx.record is not None:
-        ctx.record["prompt_cache_key"] = body.get("prompt_cache_key")
+    cached = _cached(state, ctx, model, body, prompt_segments, prompt)
     counts = usage(prompt, cached, reply, body.get("n") or 1)
     done = completion(
         completion_id="chatcmpl-" + secrets.token_urlsafe(21).replace("-", "x").replace("_", "y"),
@@ -186,6 +185,112 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
     if body.get("stream"):
         return await _stream(request, ctx, body, done, fault)
     return await _json(request, ctx, done, fault)
+
+
+def _cached(
+    state: SimState,
+    ctx: RequestContext,
+    model: OpenAIModel,
+    body: dict[str, Any],
+    prompt_segments: list[Segment],
+    prompt: int,
+) -> int:
+    """Cached prompt tokens as OpenAI reports them (automatic prefix caching)."""
+    if ctx.record is not None:
+        ctx.record["prompt_cache_key"] = body.get("prompt_cache_key")
+    if prompt < 1024:  # OpenAI caches nothing shorter (providers.md §4)
+        return 0
+    # prompt_cache_key scopes the cache: requests sharing a key (and model) share prefixes, as
+    # OpenAI routes them to the same cache.
+    scope = f"{model.id}\x1f{body.get('prompt_cache_key') or ''}"
+    ttl = TTL_24H if body.get("prompt_cache_retention") == "24h" else TTL_5M
+    return cached_tokens(state.cache.account_prefix(scope, prompt_segments, ttl))
+
+
+async def handle_responses(request: web.Request) -> web.StreamResponse:
+    """POST /v1/responses (openai_responses.py): the Responses API, stored for
+    previous_response_id unless `store` is false."""
+    state = request.app[STATE]
+    sim = request.app[PLATFORM]
+    ctx = request[CONTEXT]
+    refused = _auth_problem(request)
+    if refused is not None:
+        return refused
+    fault = state.script.take("responses", ctx.raw)
+    early = await _early_faults(request, ctx, fault)
+    if early is not None:
+        return early
+    if ctx.body_error is not None:
+        return error_response(OpenAIError(400, _BAD_JSON), ctx.request_id)
+    body = ctx.body
+    history: list[dict[str, Any]] = []
+    previous = body.get("previous_response_id") if isinstance(body, dict) else None
+    if previous is not None:
+        stored = state.stored_responses.get(previous) if isinstance(previous, str) else None
+        if stored is None:
+            error = OpenAIError(
+                404,
+                f"Previous response with id '{previous}' not found.",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+            return error_response(error, ctx.request_id)
+        history = stored
+    problem = responses.check_response(body, history, flavour=sim.openai_flavour)
+    if problem is not None:
+        return error_response(problem, ctx.request_id)
+    model = MODELS[body["model"]]
+    items = responses.items_of(body, history)
+    prompt_segments = responses.segments(body, items)
+    prompt = total_tokens(prompt_segments)
+    if prompt > model.context_window:
+        return error_response(_too_long(model.context_window, prompt), ctx.request_id)
+    reply = (
+        reply_from_override(fault.reply)
+        if fault and fault.reply
+        else build_reply(responses.reply_body(body, items, model))
+    )
+    cached = _cached(state, ctx, model, body, prompt_segments, prompt)
+    counts = responses_render.usage(prompt, cached, reply)
+    done = responses_render.response(
+        response_id="resp_" + secrets.token_hex(24),
+        created=int(time.time()),
+        body=body,
+        model=model,
+        reply=reply,
+        usage_=counts,
+    )
+    if body.get("store", True):
+        stored_items = state.stored_responses
+        stored_items[done["id"]] = [*items, *done["output"]]
+        while len(stored_items) > MAX_STORED_RESPONSES:
+            del stored_items[next(iter(stored_items))]
+    if state.gate is not None:
+        await state.gate(body, counts)
+    if not body.get("stream"):
+        return await _json(request, ctx, done, fault)
+    frames = responses_render.events(done)
+    resp = web.StreamResponse(
+        headers={**(fault.response_headers() if fault else {}), **SSE_HEADERS}
+    )
+
+    def error_frame(f: Fault) -> bytes:
+        at = min(f.error_after_events or 0, len(frames))
+        inner = stream_error(f)["error"]
+        assert isinstance(inner, dict)
+        return responses_render.error_frames(done, at, inner)
+
+    try:
+        await resp.prepare(request)
+        if fault is None or not fault.shapes_stream:
+            await resp.write(b"".join(frames))
+        elif not await write_with_faults(request, resp, frames, fault, error_frame=error_frame):
+            return resp
+        await resp.write_eof()
+    except ConnectionError:
+        if ctx.record is not None:
+            ctx.record["client_disconnected"] = True
+    return resp
 
 
 def _too_long(window: int, prompt: int) -> OpenAIError:
@@ -288,5 +393,6 @@ async def handle_model(request: web.Request) -> web.StreamResponse:
 def add_routes(app: web.Application) -> None:
     for prefix in ("/v1", "/openai/v1"):
         app.router.add_post(f"{prefix}/chat/completions", handle_chat)
+        app.router.add_post(f"{prefix}/responses", handle_responses)
         app.router.add_get(f"{prefix}/models", handle_models)
         app.router.add_get(f"{prefix}/models/{{model}}", handle_model)

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.simulator.openai_validation import OpenAIModel
+from gateway.simulator.openai_models import OpenAIModel
 from gateway.simulator.replies import Reply
 from gateway.simulator.sse import chunk_json, chunk_text
 from gateway.simulator.tokens import Segment, measure

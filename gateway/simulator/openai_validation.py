@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.simulator.openai_errors import OpenAIError
+from gateway.simulator.openai_models import MODELS, OpenAIModel
 
 REQUEST_FIELDS = frozenset(
     {
@@ -90,30 +90,6 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME_MAX = 64
 
 
-@dataclass(frozen=True, slots=True)
-class OpenAIModel:
-    """A model the front serves: whether it reasons, and whether its reasoning is visible."""
-
-    id: str
-    owned_by: str
-    reasoning: bool
-    # "reasoning_content" (vLLM/DeepSeek style, shown) or None (OpenAI: counted, never shown).
-    visible_reasoning: bool
-    max_output_tokens: int
-    context_window: int
-    created: int = 1_790_000_000
-
-
-MODELS: dict[str, OpenAIModel] = {
-    m.id: m
-    for m in (
-        OpenAIModel("gpt-sim", "openai", True, False, 128_000, 400_000),
-        OpenAIModel("gpt-sim-mini", "openai", False, False, 16_384, 128_000),
-        OpenAIModel("qwen-sim", "vllm", True, True, 32_768, 131_072),
-    )
-}
-
-
 def _type_name(value: Any) -> str:
     if value is None:
         return "null"
@@ -130,7 +106,7 @@ def _type_name(value: Any) -> str:
     return "object"
 
 
-def _invalid_type(param: str, expected: str, value: Any) -> OpenAIError:
+def invalid_type(param: str, expected: str, value: Any) -> OpenAIError:
     return OpenAIError(
         400,
         f"Invalid type for '{param}': expected {expected}, but got {_article(value)} instead.",
@@ -144,17 +120,17 @@ def _article(value: Any) -> str:
     return f"an {name}" if name[0] in "aeiou" else f"a {name}"
 
 
-def _missing(param: str) -> OpenAIError:
+def missing(param: str) -> OpenAIError:
     return OpenAIError(
         400, f"Missing required parameter: '{param}'.", param, "missing_required_parameter"
     )
 
 
-def _unknown(param: str) -> OpenAIError:
+def unknown(param: str) -> OpenAIError:
     return OpenAIError(400, f"Unknown parameter: '{param}'.", param, "unknown_parameter")
 
 
-def _bad_value(param: str, value: Any, allowed: tuple[str, ...]) -> OpenAIError:
+def bad_value(param: str, value: Any, allowed: tuple[str, ...]) -> OpenAIError:
     quoted = [f"'{v}'" for v in allowed]
     listing = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
     return OpenAIError(
@@ -165,13 +141,13 @@ def _bad_value(param: str, value: Any, allowed: tuple[str, ...]) -> OpenAIError:
     )
 
 
-def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> OpenAIError | None:
+def check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> OpenAIError | None:
     # cache_control first: it is the Anthropic leftover a gateway most often forwards.
     extra = sorted(set(obj) - allowed, key=lambda k: (k != "cache_control", k))
-    return _unknown(f"{where}.{extra[0]}") if extra else None
+    return unknown(f"{where}.{extra[0]}") if extra else None
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -184,13 +160,13 @@ def check_chat(body: Any, *, flavour: str = "openai") -> OpenAIError | None:
     if not isinstance(body, Mapping):
         return OpenAIError(400, "We could not parse the JSON body of your request.")
     if flavour != "vllm":
-        unknown = sorted(set(body) - REQUEST_FIELDS)
-        if unknown:
-            return _unknown(unknown[0])
+        extra = sorted(set(body) - REQUEST_FIELDS)
+        if extra:
+            return unknown(extra[0])
     if "model" not in body:
-        return _missing("model")
+        return missing("model")
     if not isinstance(body["model"], str):
-        return _invalid_type("model", "a string", body["model"])
+        return invalid_type("model", "a string", body["model"])
     model = MODELS.get(body["model"])
     if model is None:
         return OpenAIError(
@@ -203,7 +179,7 @@ def check_chat(body: Any, *, flavour: str = "openai") -> OpenAIError | None:
         _check_messages(body, model, flavour)
         or _check_tools(body)
         or _check_output(body, model)
-        or _check_sampling(body)
+        or check_sampling(body)
         or _check_stream(body)
         or _check_format(body)
     )
@@ -213,10 +189,10 @@ def _check_messages(
     body: Mapping[str, Any], model: OpenAIModel, flavour: str
 ) -> OpenAIError | None:
     if "messages" not in body:
-        return _missing("messages")
+        return missing("messages")
     messages = body["messages"]
     if not isinstance(messages, list):
-        return _invalid_type("messages", "an array", messages)
+        return invalid_type("messages", "an array", messages)
     if not messages:
         return OpenAIError(
             400,
@@ -235,20 +211,20 @@ def _check_messages(
     for n, message in enumerate(messages):
         where = f"messages[{n}]"
         if not isinstance(message, Mapping):
-            return _invalid_type(where, "an object", message)
+            return invalid_type(where, "an object", message)
         if "role" not in message:
-            return _missing(f"{where}.role")
+            return missing(f"{where}.role")
         role = message["role"]
         if role not in ROLES:
-            return _bad_value(f"{where}.role", role, ROLES)
+            return bad_value(f"{where}.role", role, ROLES)
         allowed = _MESSAGE_KEYS[role] | (replay if role == "assistant" else set())
-        error = _check_keys(message, allowed, where) or _check_content(where, role, message)
+        error = check_keys(message, allowed, where) or _check_content(where, role, message)
         if error:
             return error
         if role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
-                return _missing(f"{where}.tool_call_id")
+                return missing(f"{where}.tool_call_id")
             if call_id not in pending:
                 return OpenAIError(
                     400,
@@ -285,35 +261,35 @@ def _check_content(where: str, role: str, message: Mapping[str, Any]) -> OpenAIE
     if "content" not in message or message["content"] is None:
         if role == "assistant" and (message.get("tool_calls") or message.get("refusal")):
             return None
-        return _missing(f"{where}.content")
+        return missing(f"{where}.content")
     content = message["content"]
     if isinstance(content, str):
         return None
     if not isinstance(content, list):
-        return _invalid_type(f"{where}.content", "a string or array", content)
+        return invalid_type(f"{where}.content", "a string or array", content)
     types = _PART_TYPES.get(role, ("text",))
     for m, part in enumerate(content):
         at = f"{where}.content[{m}]"
         if not isinstance(part, Mapping):
-            return _invalid_type(at, "an object", part)
+            return invalid_type(at, "an object", part)
         if "type" not in part:
-            return _missing(f"{at}.type")
+            return missing(f"{at}.type")
         ptype = part["type"]
         if ptype not in types:
             # Anthropic's image (with `source`), document, tool_use, tool_result, thinking ...
-            return _bad_value(f"{at}.type", ptype, types)
-        error = _check_keys(part, _PART_KEYS[ptype], at)
+            return bad_value(f"{at}.type", ptype, types)
+        error = check_keys(part, _PART_KEYS[ptype], at)
         if error:
             return error
         if ptype in ("text", "refusal") and not isinstance(part.get(ptype), str):
             if ptype not in part:
-                return _missing(f"{at}.{ptype}")
-            return _invalid_type(f"{at}.{ptype}", "a string", part[ptype])
+                return missing(f"{at}.{ptype}")
+            return invalid_type(f"{at}.{ptype}", "a string", part[ptype])
         if ptype == "image_url":
             image = part.get("image_url")
             if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
-                return _missing(f"{at}.image_url.url")
-            error = _check_keys(image, {"url", "detail"}, f"{at}.image_url")
+                return missing(f"{at}.image_url.url")
+            error = check_keys(image, {"url", "detail"}, f"{at}.image_url")
             if error:
                 return error
     return None
@@ -323,33 +299,33 @@ def _check_tool_calls(where: str, calls: Any) -> OpenAIError | None:
     if calls is None:
         return None
     if not isinstance(calls, list):
-        return _invalid_type(f"{where}.tool_calls", "an array", calls)
+        return invalid_type(f"{where}.tool_calls", "an array", calls)
     for k, call in enumerate(calls):
         at = f"{where}.tool_calls[{k}]"
         if not isinstance(call, Mapping):
-            return _invalid_type(at, "an object", call)
-        error = _check_keys(call, {"id", "type", "function"}, at)
+            return invalid_type(at, "an object", call)
+        error = check_keys(call, {"id", "type", "function"}, at)
         if error:
             return error
         for key in ("id", "type", "function"):
             if key not in call:
-                return _missing(f"{at}.{key}")
+                return missing(f"{at}.{key}")
         if not isinstance(call["id"], str):
-            return _invalid_type(f"{at}.id", "a string", call["id"])
+            return invalid_type(f"{at}.id", "a string", call["id"])
         if call["type"] != "function":
-            return _bad_value(f"{at}.type", call["type"], ("function",))
+            return bad_value(f"{at}.type", call["type"], ("function",))
         function = call["function"]
         if not isinstance(function, Mapping):
-            return _invalid_type(f"{at}.function", "an object", function)
-        error = _check_keys(function, {"name", "arguments"}, f"{at}.function")
+            return invalid_type(f"{at}.function", "an object", function)
+        error = check_keys(function, {"name", "arguments"}, f"{at}.function")
         if error:
             return error
         for key in ("name", "arguments"):
             if key not in function:
-                return _missing(f"{at}.function.{key}")
+                return missing(f"{at}.function.{key}")
             if not isinstance(function[key], str):
                 # Anthropic's `input` is an object; OpenAI's arguments are a JSON string.
-                return _invalid_type(f"{at}.function.{key}", "a string", function[key])
+                return invalid_type(f"{at}.function.{key}", "a string", function[key])
     return None
 
 
@@ -358,18 +334,18 @@ def _check_tools(body: Mapping[str, Any]) -> OpenAIError | None:
     names: list[str] = []
     if tools is not None:
         if not isinstance(tools, list):
-            return _invalid_type("tools", "an array", tools)
+            return invalid_type("tools", "an array", tools)
         for i, tool in enumerate(tools):
             at = f"tools[{i}]"
             if not isinstance(tool, Mapping):
-                return _invalid_type(at, "an object", tool)
-            error = _check_keys(tool, {"type", "function"}, at)
+                return invalid_type(at, "an object", tool)
+            error = check_keys(tool, {"type", "function"}, at)
             if error:
                 return error
             if "type" not in tool:
-                return _missing(f"{at}.type")
+                return missing(f"{at}.type")
             if tool["type"] != "function":
-                return _bad_value(f"{at}.type", tool["type"], ("function",))
+                return bad_value(f"{at}.type", tool["type"], ("function",))
             error = _check_function(tool.get("function"), f"{at}.function")
             if error:
                 return error
@@ -379,17 +355,30 @@ def _check_tools(body: Mapping[str, Any]) -> OpenAIError | None:
 
 def _check_function(function: Any, at: str) -> OpenAIError | None:
     if function is None:
-        return _missing(at)
+        return missing(at)
     if not isinstance(function, Mapping):
-        return _invalid_type(at, "an object", function)
-    error = _check_keys(function, {"name", "description", "parameters", "strict"}, at)
+        return invalid_type(at, "an object", function)
+    error = check_keys(function, {"name", "description", "parameters", "strict"}, at)
     if error:
         return error
-    name = function.get("name")
+    error = check_tool_name(function.get("name"), f"{at}.name")
+    if error:
+        return error
+    parameters = function.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        return invalid_type(f"{at}.parameters", "an object", parameters)
+    if "description" in function and not isinstance(function["description"], str):
+        return invalid_type(f"{at}.description", "a string", function["description"])
+    return None
+
+
+def check_tool_name(name: Any, param: str) -> OpenAIError | None:
+    """A function name as OpenAI takes it: ^[a-zA-Z0-9_-]+$, at most 64 characters."""
     if name is None:
-        return _missing(f"{at}.name")
+        return missing(param)
     if not isinstance(name, str):
-        return _invalid_type(f"{at}.name", "a string", name)
+        return invalid_type(param, "a string", name)
+    at = param.removesuffix(".name")
     if len(name) > TOOL_NAME_MAX:
         return OpenAIError(
             400,
@@ -406,11 +395,6 @@ def _check_function(function: Any, at: str) -> OpenAIError | None:
             f"{at}.name",
             "invalid_value",
         )
-    parameters = function.get("parameters")
-    if parameters is not None and not isinstance(parameters, Mapping):
-        return _invalid_type(f"{at}.parameters", "an object", parameters)
-    if "description" in function and not isinstance(function["description"], str):
-        return _invalid_type(f"{at}.description", "a string", function["description"])
     return None
 
 
@@ -428,23 +412,23 @@ def _check_tool_choice(body: Mapping[str, Any], names: list[str]) -> OpenAIError
     if isinstance(choice, str):
         if choice not in ("none", "auto", "required"):
             # Anthropic's "any" lands here.
-            return _bad_value("tool_choice", choice, ("none", "auto", "required"))
+            return bad_value("tool_choice", choice, ("none", "auto", "required"))
         return None
     if not isinstance(choice, Mapping):
-        return _invalid_type("tool_choice", "a string or object", choice)
+        return invalid_type("tool_choice", "a string or object", choice)
     if choice.get("type") == "allowed_tools":
         allowed = choice.get("allowed_tools")
         if not isinstance(allowed, Mapping) or allowed.get("mode") not in ("auto", "required"):
-            return _missing("tool_choice.allowed_tools.mode")
-        return _check_keys(choice, {"type", "allowed_tools"}, "tool_choice")
+            return missing("tool_choice.allowed_tools.mode")
+        return check_keys(choice, {"type", "allowed_tools"}, "tool_choice")
     if choice.get("type") != "function":
-        return _bad_value("tool_choice.type", choice.get("type"), ("function", "allowed_tools"))
-    error = _check_keys(choice, {"type", "function"}, "tool_choice")
+        return bad_value("tool_choice.type", choice.get("type"), ("function", "allowed_tools"))
+    error = check_keys(choice, {"type", "function"}, "tool_choice")
     function = choice.get("function")
     if error:
         return error
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        return _missing("tool_choice.function.name")
+        return missing("tool_choice.function.name")
     if function["name"] not in names:
         return OpenAIError(
             400,
@@ -468,8 +452,8 @@ def _check_output(body: Mapping[str, Any], model: OpenAIModel) -> OpenAIError | 
         value = body.get(name)
         if value is None:
             continue
-        if not _is_int(value):
-            return _invalid_type(name, "an integer", value)
+        if not is_int(value):
+            return invalid_type(name, "an integer", value)
         if value < 1:
             return OpenAIError(
                 400,
@@ -496,16 +480,16 @@ def _check_output(body: Mapping[str, Any], model: OpenAIModel) -> OpenAIError | 
                 "unsupported_parameter",
             )
         if effort not in REASONING_EFFORTS:
-            return _bad_value("reasoning_effort", effort, REASONING_EFFORTS)
+            return bad_value("reasoning_effort", effort, REASONING_EFFORTS)
     n = body.get("n")
-    if n is not None and (not _is_int(n) or not 1 <= n <= 128):
+    if n is not None and (not is_int(n) or not 1 <= n <= 128):
         return OpenAIError(
             400, f"Invalid 'n': expected an integer from 1 to 128, got {n}.", "n", "invalid_value"
         )
     return None
 
 
-def _check_sampling(body: Mapping[str, Any]) -> OpenAIError | None:
+def check_sampling(body: Mapping[str, Any]) -> OpenAIError | None:
     for name, low, high in (
         ("temperature", 0, 2),
         ("top_p", 0, 1),
@@ -516,7 +500,7 @@ def _check_sampling(body: Mapping[str, Any]) -> OpenAIError | None:
         if value is None:
             continue
         if not _is_number(value):
-            return _invalid_type(name, "a number", value)
+            return invalid_type(name, "a number", value)
         if value > high:
             return OpenAIError(
                 400,
@@ -536,7 +520,7 @@ def _check_sampling(body: Mapping[str, Any]) -> OpenAIError | None:
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, str):
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
-            return _invalid_type("stop", "a string or array of strings", stop)
+            return invalid_type("stop", "a string or array of strings", stop)
         if len(stop) > 4:
             return OpenAIError(
                 400,
@@ -551,7 +535,7 @@ def _check_sampling(body: Mapping[str, Any]) -> OpenAIError | None:
 def _check_stream(body: Mapping[str, Any]) -> OpenAIError | None:
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        return _invalid_type("stream", "a boolean", stream)
+        return invalid_type("stream", "a boolean", stream)
     options = body.get("stream_options")
     if options is None:
         return None
@@ -563,8 +547,8 @@ def _check_stream(body: Mapping[str, Any]) -> OpenAIError | None:
             "invalid_value",
         )
     if not isinstance(options, Mapping):
-        return _invalid_type("stream_options", "an object", options)
-    return _check_keys(options, {"include_usage", "include_obfuscation"}, "stream_options")
+        return invalid_type("stream_options", "an object", options)
+    return check_keys(options, {"include_usage", "include_obfuscation"}, "stream_options")
 
 
 def _check_format(body: Mapping[str, Any]) -> OpenAIError | None:
@@ -574,13 +558,13 @@ def _check_format(body: Mapping[str, Any]) -> OpenAIError | None:
     kinds = ("text", "json_object", "json_schema")
     if not isinstance(fmt, Mapping) or fmt.get("type") not in kinds:
         value = fmt.get("type") if isinstance(fmt, Mapping) else fmt
-        return _bad_value("response_format.type", value, kinds)
+        return bad_value("response_format.type", value, kinds)
     if fmt["type"] == "json_schema":
         spec = fmt.get("json_schema")
         if not isinstance(spec, Mapping):
-            return _missing("response_format.json_schema")
+            return missing("response_format.json_schema")
         if not isinstance(spec.get("name"), str):
-            return _missing("response_format.json_schema.name")
+            return missing("response_format.json_schema.name")
     if fmt["type"] == "json_object" and "json" not in _all_text(body).lower():
         return OpenAIError(
             400,

@@ -166,6 +166,12 @@ def test_stream_is_paced_by_event_delay(sim: SimulatorThread) -> None:
             "server_is_overloaded",
         ),
         ({"status": 429, "type": "billing_error"}, 429, "insufficient_quota", "insufficient_quota"),
+        (
+            {"status": 400, "type": "context_length_exceeded"},
+            400,
+            "invalid_request_error",
+            "context_length_exceeded",
+        ),
     ],
 )
 def test_status_faults_in_openai_shape(

@@ -336,7 +336,7 @@ def test_unknown_paths_and_methods_answer_in_openai_shape(sim: SimulatorThread) 
 
     headers = {"authorization": f"Bearer {API_KEY}"}
     missing = httpx.post(f"{sim.url}/v1/chat/complete", json=body(), headers=headers)
-    assert error_of(missing, 404)["type"] == "invalid_request_error"
+    assert error_of(missing, 404)["message"] == "Invalid URL (POST /v1/chat/complete)"
     wrong_method = httpx.get(f"{sim.url}/v1/chat/completions", headers=headers)
     error_of(wrong_method, 405)
 
@@ -346,3 +346,11 @@ def test_allowed_tools_choice(sim: SimulatorThread) -> None:
     choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}
     reply = completion(post(sim, _msgs(USER, tools=[TOOL], tool_choice=choice), key=API_KEY))
     assert reply.choices[0].finish_reason == "tool_calls"
+
+
+@pytest.mark.usefixtures("reset_sim")
+def test_body_over_the_size_limit(sim: SimulatorThread) -> None:
+    from gateway.simulator.app import MAX_BODY_BYTES
+
+    error = error_of(post(sim, b" " * (MAX_BODY_BYTES + 1), key=API_KEY), 413)
+    assert error["message"] == "Request too large."
