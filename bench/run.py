@@ -10,7 +10,9 @@ Phases (each bounded in requests and seconds):
    as a multiple of it;
 1. upstream alone: `/v1/messages` of the fake upstream, every (stream, concurrency, prompt) cell;
 2. gateway: the same cells through `/v1/messages`, `/openai/v1/chat/completions` and
-   `/openai/v1/responses` (store: false);
+   `/openai/v1/responses` (store: false) on the Claude model, and (issue 30) the chat API and
+   `/v1/messages` on a GPT model of an `openai`-kind deployment of the same upstream
+   (`openai-relay`: the passthrough; `messages-gpt`: the Messages → Chat translation);
 3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
    streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
    100k-token requests;
@@ -41,16 +43,39 @@ import orjson
 from bench import compare, loadgen, perf_readme, report, run_options, yardstick
 from bench.cells import Cells, Plan
 from bench.fake_upstream import raise_nofile_limit
-from bench.procs import UPSTREAM_KEY, BenchError, Meter, Procs, memory_kb, pin
+from bench.procs import GPT_MODEL, UPSTREAM_KEY, BenchError, Meter, Procs, memory_kb, pin
 from bench.run_options import parse_args
 
 APIS = {
     "messages": "/v1/messages",
     "openai": "/openai/v1/chat/completions",
     "responses": "/openai/v1/responses",
+    # Issue 30: the same client APIs on the GPT model (bench/procs.py GPT_MODEL).
+    "openai-relay": "/openai/v1/chat/completions",
+    "messages-gpt": "/v1/messages",
 }
 # How the load generator speaks to each API (auth header, first-token and end markers).
-LOADGEN_API = {"messages": "anthropic", "openai": "openai", "responses": "responses"}
+LOADGEN_API = {
+    "messages": "anthropic",
+    "openai": "openai",
+    "responses": "responses",
+    "openai-relay": "openai",
+    "messages-gpt": "anthropic",
+}
+# The model each target asks for when it is not the Claude one (loadgen.MODEL).
+MODELS = {"openai-relay": GPT_MODEL, "messages-gpt": GPT_MODEL}
+# Targets measured in the matrix and events phases only: what issue 30 compares is CPU per
+# request and per event; the held-open shapes stay on the Claude APIs (the quick run's budget).
+GPT_TARGETS = frozenset(MODELS)
+
+
+def targets_for(port: int, key: str) -> dict[str, loadgen.Target]:
+    return {
+        api: loadgen.Target(
+            "127.0.0.1", port, path, LOADGEN_API[api], key, model=MODELS.get(api, loadgen.MODEL)
+        )
+        for api, path in APIS.items()
+    }
 
 
 class Runner(Cells):
@@ -90,10 +115,7 @@ class Runner(Cells):
         port, pid = await asyncio.to_thread(
             self.procs.start_gateway, env, args.server, self.server_cpu
         )
-        targets = {
-            api: loadgen.Target("127.0.0.1", port, path, LOADGEN_API[api], key)
-            for api, path in APIS.items()
-        }
+        targets = targets_for(port, key)
         working = await self.smoke(targets)
         if not working:
             return
@@ -120,7 +142,7 @@ class Runner(Cells):
             await self.memory("messages", targets["messages"], pid, stream=False)
         if "openai" in working and "memory" in phases:
             await self.memory("openai", targets["openai"], pid, stream=True)
-        for api in working if "open" in phases else []:
+        for api in [a for a in working if a not in GPT_TARGETS] if "open" in phases else []:
             await self.open_streams("gateway", api, targets[api], pid)
             for level in self.open_levels():
                 await self.sustained_streams("gateway", api, targets[api], pid, level)
@@ -150,10 +172,7 @@ class Runner(Cells):
                 args.server,
                 self.server_cpu,
             )
-            targets = {
-                api: loadgen.Target("127.0.0.1", port, path, LOADGEN_API[api], key)
-                for api, path in APIS.items()
-            }
+            targets = targets_for(port, key)
             working = await self.smoke(targets)
             apis = [api for api in apis if api in working]
             started[name] = (pid, targets)
