@@ -69,12 +69,14 @@ MODELS = {"openai-relay": GPT_MODEL, "messages-gpt": GPT_MODEL}
 GPT_TARGETS = frozenset(MODELS)
 
 
-def targets_for(port: int, key: str) -> dict[str, loadgen.Target]:
+def targets_for(port: int, key: str, apis: list[str] | None = None) -> dict[str, loadgen.Target]:
+    """The gateway's targets (all of APIS, or those of --apis), each with its model."""
     return {
         api: loadgen.Target(
             "127.0.0.1", port, path, LOADGEN_API[api], key, model=MODELS.get(api, loadgen.MODEL)
         )
         for api, path in APIS.items()
+        if apis is None or api in apis
     }
 
 
@@ -115,7 +117,7 @@ class Runner(Cells):
         port, pid = await asyncio.to_thread(
             self.procs.start_gateway, env, args.server, self.server_cpu
         )
-        targets = targets_for(port, key)
+        targets = targets_for(port, key, self.args.apis)
         working = await self.smoke(targets)
         if not working:
             return
@@ -164,7 +166,7 @@ class Runner(Cells):
         key = await asyncio.to_thread(self.procs.setup_gateway, env, self.up_port)
         variants = {"gateway": env, "gateway-nolog": {**env, "EZAT_REQUEST_LOG": "false"}}
         started: dict[str, tuple[int, dict[str, loadgen.Target]]] = {}
-        apis = list(APIS)
+        apis = list(args.apis or APIS)
         for name, variant_env in variants.items():
             port, pid = await asyncio.to_thread(
                 partial(self.procs.start_gateway, name=name),
@@ -172,7 +174,7 @@ class Runner(Cells):
                 args.server,
                 self.server_cpu,
             )
-            targets = targets_for(port, key)
+            targets = targets_for(port, key, self.args.apis)
             working = await self.smoke(targets)
             apis = [api for api in apis if api in working]
             started[name] = (pid, targets)
@@ -190,10 +192,13 @@ class Runner(Cells):
                             )
 
     async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
-        """One request per API and mode; an API that answers errors is reported and skipped."""
+        """One request per API and mode; an API that answers errors is reported and skipped,
+        and so is a GPT target whose requests did not reach the upstream's Chat Completions
+        route (the model would then be measured on the Claude path, under the wrong name)."""
         working = []
         for api, target in targets.items():
             ok = True
+            chat_before = self.upstream_stats()["chat"]
             for stream in (False, True):
                 res = await loadgen.run_closed(
                     target, stream=stream, concurrency=1, requests=1, duration=30, timeout=30
@@ -203,6 +208,12 @@ class Runner(Cells):
                     msg = f"gateway {api} stream={stream} failed: {res.first_error}"
                     self.notes.append(msg)
                     self.log(msg)
+            chat_calls = self.upstream_stats()["chat"] - chat_before
+            if ok and (chat_calls == 2) != (api in GPT_TARGETS):
+                ok = False
+                msg = f"gateway {api}: {chat_calls} of its 2 calls reached /v1/chat/completions"
+                self.notes.append(msg)
+                self.log(msg)
             if ok:
                 working.append(api)
         if not working:
@@ -312,6 +323,8 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.apis and (bad := set(args.apis) - set(APIS)):
+        sys.exit(f"bench: unknown --apis {', '.join(sorted(bad))} (known: {', '.join(APIS)})")
     if args.readme_from:
         perf_readme.update_readme(Path(args.readme_from))
         return
