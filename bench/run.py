@@ -130,11 +130,28 @@ class Runner(Cells):
             {"section": "rss", "target": "gateway", "when": "idle", **memory_kb(pid), **idle}
         )
         phases = self.args.phases
-        for api in working if "matrix" in phases else []:
-            await self.matrix("gateway", api, targets[api], pid)
-        for api in working if "events" in phases else []:
-            for paced in (False, True):
+        # Cell by cell, every API back to back (not API after API): the report compares APIs
+        # with each other (issue 30: the GPT paths against the Claude one), and on a shared
+        # machine a drift in others' load then lands on all of them alike.
+        plan = self.plan
+        cells = [
+            (stream, conc, prompt)
+            for stream in (False, True)
+            for conc in plan.concurrency
+            for prompt in plan.prompts
+        ]
+        first = len(self.rows)
+        for stream, conc, prompt in cells if "matrix" in phases else []:
+            for api in working:
+                await self.matrix_cell("gateway", api, targets[api], pid, stream, conc, prompt)
+        for paced in (False, True) if "events" in phases else ():
+            for api in working:
                 await self.event_cost("gateway", api, targets[api], pid, paced=paced)
+        # Reported API after API, as before: matrix rows, then event rows (a stable sort keeps
+        # each API's cells in their order).
+        self.rows[first:] = sorted(
+            self.rows[first:], key=lambda r: (r["section"] != "matrix", working.index(r["api"]))
+        )
         # Memory before open streams: 1,000 held streams raise RSS for good (the allocator keeps
         # its arenas), which would hide growth from the 100k-token requests.
         self.rows.append(
