@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from statistics import median
 
+from bench.procs import CLK_TCK
 from bench.report import Column, Row, fmt, mode, prompt_label, table
 
 CLAUDE, RELAY, TRANSLATED = "messages", "openai-relay", "messages-gpt"
@@ -68,6 +69,7 @@ def per_request(matrix: list[Row]) -> tuple[list[Row], dict[str, list[float]]]:
             TRANSLATED: cpu(TRANSLATED),
             "relay_ratio": _ratio(cpu(RELAY), base),
             "translated_ratio": _ratio(cpu(TRANSLATED), base),
+            "requests": min(claude[key].get("requests", 0), relay[key].get("requests", 0)),
         }
         rows.append(row)
         if row["relay_ratio"] is not None:
@@ -98,12 +100,27 @@ def per_event(events: list[Row]) -> list[Row]:
                 TRANSLATED: us(TRANSLATED),
                 "relay_ratio": _ratio(us(RELAY), base),
                 "translated_ratio": _ratio(us(TRANSLATED), base),
+                "resolution_us": max(
+                    _event_resolution_us(claude), _event_resolution_us(gw[(RELAY, paced)])
+                ),
             }
         )
     return rows
 
 
-def summary(req_ratios: dict[str, list[float]], event_rows: list[Row]) -> list[str]:
+def _event_resolution_us(r: Row) -> float:
+    """One CPU tick in each of the two cells, per event of their difference (µs); 0 when the
+    row predates the request counts."""
+    short, long_ = r.get("requests_short"), r.get("requests_long")
+    if not short or not long_:
+        return 0.0
+    tick_ms = 1000 / CLK_TCK
+    return (tick_ms / short + tick_ms / long_) * 1000 / max(1, r["long"] - r["short"])
+
+
+def summary(
+    req_rows: list[Row], req_ratios: dict[str, list[float]], event_rows: list[Row]
+) -> list[str]:
     """The lines saying whether the passthrough costs no more than the Claude path."""
     out = []
     if req_ratios:
@@ -129,7 +146,28 @@ def summary(req_ratios: dict[str, list[float]], event_rows: list[Row]) -> list[s
             f"- **Per streamed event**: the passthrough costs "
             f"**{_verdict([r['relay_ratio'] for r in known])}** than the Claude path: {parts}."
         )
+    out += _resolution(req_rows, known)
     return out
+
+
+def _resolution(req_rows: list[Row], event_rows: list[Row]) -> list[str]:
+    """How finely the compared cells resolve CPU: it is read in 1/CLK_TCK s ticks, so a cell of
+    N requests cannot tell apart figures closer than one tick ÷ N (the quick run's 0.2 s cells
+    hold 10–100 requests)."""
+    counted = [r for r in req_rows if r.get("requests")]
+    if not counted:
+        return []
+    tick_ms = 1000 / CLK_TCK
+    coarse = min(counted, key=lambda r: r["requests"])
+    line = (
+        f"- Resolution: CPU is read in {tick_ms:g} ms ticks; the coarsest compared cell "
+        f"({mode(coarse)} C={coarse['conc']} {prompt_label(coarse['prompt'])}) had "
+        f"{coarse['requests']} requests, ±{tick_ms / coarse['requests']:.2f} ms per request"
+    )
+    worst = max((r.get("resolution_us", 0.0) for r in event_rows), default=0.0)
+    if worst:
+        line += f"; the event figures ±{worst:.1f} µs per event"
+    return [line + ": a difference smaller than that is not a measured one."]
 
 
 REQUEST_COLUMNS: list[Column] = [
@@ -171,7 +209,7 @@ def render(rows: list[Row]) -> list[str]:
         "`/v1/chat/completions` upstream, the same tokens per reply). Gateway CPU per request "
         "(ms) and per streamed event (µs); ratios are to the Claude path in the same run.",
         "",
-        *summary(req_ratios, event_rows),
+        *summary(req_rows, req_ratios, event_rows),
         "",
     ]
     if req_rows:

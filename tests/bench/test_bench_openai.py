@@ -199,6 +199,7 @@ def _matrix(api: str, stream: bool, conc: int, cpu: float) -> dict[str, object]:
         "conc": conc,
         "prompt": 1000,
         "cpu_ms_per_req": cpu,
+        "requests": 100 if conc == 16 else 40,
     }
 
 
@@ -209,6 +210,10 @@ def _events(api: str, paced: bool, us: float) -> dict[str, object]:
         "api": api,
         "paced_ms": 1.0 if paced else 0.0,
         "us_per_event": us,
+        "short": 64,
+        "long": 256,
+        "requests_short": 50,
+        "requests_long": 20,
     }
 
 
@@ -242,6 +247,13 @@ def test_report_says_the_passthrough_costs_no_more_than_the_claude_path() -> Non
     assert (
         "- **Per streamed event**: the passthrough costs **no more** than the Claude path: "
         "back to back 0.80× (3.20 vs 4.00 µs), 1 ms apart 0.80× (16.00 vs 20.00 µs)." in text
+    )
+    # CPU is read in 1/CLK_TCK s ticks (100 on Linux): the line says how finely the cells
+    # resolve it (one tick ÷ the fewest requests; per event one tick in each cell ÷ 192).
+    assert (
+        "- Resolution: CPU is read in 10 ms ticks; the coarsest compared cell (json C=1 1k) had "
+        "40 requests, ±0.25 ms per request; the event figures ±3.6 µs per event: a difference "
+        "smaller than that is not a measured one." in text
     )
     # Per cell: Claude, chat on Claude, relay and its ratio, translation and its ratio.
     assert "| json | 1 | 1k | 1.010 | 1.111 | 0.808 | 0.80× | 1.313 | 1.30× |" in text
