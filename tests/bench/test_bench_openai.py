@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import orjson
 import pytest
@@ -269,3 +270,31 @@ def test_report_says_when_the_passthrough_costs_more() -> None:
 def test_report_has_no_section_without_the_gpt_targets() -> None:
     rows = [r for r in _rows(1.0) if r["api"] not in run.GPT_TARGETS]
     assert provider_report.render(rows) == []
+
+
+async def test_smoke_skips_a_gpt_target_whose_calls_miss_the_chat_route(tmp_path: Path) -> None:
+    """The run's smoke proves each GPT target reached the upstream's /v1/chat/completions (and
+    each Claude one did not): a GPT model routed the Claude way would otherwise be measured
+    as the Claude path under the GPT name. Here the "gateway" is the fake upstream itself."""
+    from types import SimpleNamespace
+
+    from bench.cells import Plan
+    from bench.procs import UPSTREAM_KEY, Procs
+
+    procs = Procs(tmp=tmp_path)
+    try:
+        port = procs.start_upstream(events=8, cpu=None, max_seconds=60)
+        runner = run.Runner(SimpleNamespace(pin=False), Plan.make(quick=True), procs)
+        runner.up_port = port
+        chat = loadgen.Target("127.0.0.1", port, "/v1/chat/completions", "openai", UPSTREAM_KEY)
+        messages = loadgen.Target("127.0.0.1", port, "/v1/messages", "anthropic", UPSTREAM_KEY)
+        working = await runner.smoke(
+            {"openai-relay": chat, "messages-gpt": messages, "messages": messages, "openai": chat}
+        )
+    finally:
+        procs.close()
+    assert working == ["openai-relay", "messages"]
+    assert runner.notes == [
+        "gateway messages-gpt: 0 of its 2 calls reached /v1/chat/completions",
+        "gateway openai: 2 of its 2 calls reached /v1/chat/completions",
+    ]
