@@ -260,6 +260,9 @@ class Cells:
             "first_error": short_row["first_error"] or long_row["first_error"],
             "services_ms_short": short_row["services_cpu_ms_per_req"],
             "services_ms_long": long_row["services_cpu_ms_per_req"],
+            # How finely the two cells resolve CPU (it is read in 1/CLK_TCK s ticks).
+            "requests_short": short_row["requests"],
+            "requests_long": long_row["requests"],
         }
         if section == "events":
             self.rows.append(row)

@@ -14,6 +14,10 @@ Routes:
   message_delta (cumulative usage), message_stop. K = min(max_tokens, --events), so one upstream
   serves short and long streams (the harness varies `max_tokens` to price one streamed event).
 - `POST /v1/messages/count_tokens`: `{"input_tokens": len(body) // 4}`.
+- `POST /v1/chat/completions` (an `openai`-kind deployment's base URL is `…/v1`): the same K
+  tokens in OpenAI's shape, a `chat.completion` or `chat.completion.chunk` SSE ending
+  `data: [DONE]`, with the usage chunk when `stream_options.include_usage` (bench/fake_openai.py).
+  The key is checked as `Authorization: Bearer` there, as `x-api-key` on the Anthropic routes.
 - `POST /_bench/config`: `{"first_event_delay": S, "event_delay": S, "events": N,
   "reset_max_open": true}` changes pacing
   at run time (the harness switches phases without restarting, so the gateway's pool stays valid).
@@ -46,6 +50,7 @@ from dataclasses import asdict, dataclass
 import httptools
 import orjson
 
+from bench.fake_openai import ChatReplies
 from gateway.simulator import eventstream
 
 DEFAULT_MODEL = b"claude-sonnet-5-5"
@@ -53,6 +58,8 @@ _MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"\\]{1,128})"')
 _MAX_TOKENS_RE = re.compile(rb'"max_tokens"\s*:\s*(\d{1,9})')
 _STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 _TEXT = b"tok "  # each text delta is one "token"
+# Which header carried the right key (UpstreamProtocol._key_via); ANY_HEADER: none is required.
+ANY_HEADER, X_API_KEY, BEARER = b"*", b"x-api-key", b"bearer"
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Stats:
     bytes_in: int = 0
     bedrock: int = 0  # requests on the Bedrock routes
     vertex: int = 0  # requests on the Vertex routes
+    chat: int = 0  # requests on /v1/chat/completions
 
 
 def _wants_stream(body: bytes) -> bool:
@@ -117,6 +125,7 @@ class Replies:
         # The middle of a stream is the same for every request of a given length: cache it.
         self._middle: dict[int, bytes] = {}
         self._bedrock: dict[bytes, bytes] = {}
+        self.chat = ChatReplies(config)
 
     bedrock_head = (
         b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.amazon.eventstream\r\n"
@@ -231,6 +240,11 @@ def _simple(status: int, payload: bytes, keep_alive: bool = True) -> bytes:
     )
 
 
+def _openai_error(status: int, code: str, message: str) -> bytes:
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    return _simple(status, orjson.dumps({"error": error}))
+
+
 def _error(status: int, kind: str, message: str) -> bytes:
     return _simple(
         status, orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
@@ -241,11 +255,11 @@ class UpstreamProtocol(asyncio.Protocol):
     """One client connection. Requests are answered in order (HTTP/1.1 keep-alive, pipelining)."""
 
     __slots__ = (
-        "_api_key_ok",
         "_body",
         "_busy",
         "_closed",
         "_header_name",
+        "_key_via",
         "_parser",
         "_pending",
         "_transport",
@@ -263,9 +277,9 @@ class UpstreamProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._url = b""
         self._body: list[bytes] = []
-        self._api_key_ok = replies.config.api_key is None
+        self._key_via = self._no_key()
         self._header_name = b""
-        self._pending: deque[tuple[bytes, bytes, bytes, bool, bool]] = deque()
+        self._pending: deque[tuple[bytes, bytes, bytes, bool, bytes]] = deque()
         self._busy = False
         self._closed = False
 
@@ -292,9 +306,21 @@ class UpstreamProtocol(asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         self._url += url
 
+    def _no_key(self) -> bytes:
+        """`_key_via` before the headers: ANY_HEADER when no key is required."""
+        return ANY_HEADER if self.replies.config.api_key is None else b""
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._api_key_ok and name.lower() == b"x-api-key":
-            self._api_key_ok = value.decode("latin-1") == self.replies.config.api_key
+        if self._key_via:
+            return
+        lowered = name.lower()
+        key = self.replies.config.api_key
+        # Which header carried the right key: each route takes its API's own (Anthropic's
+        # x-api-key, OpenAI's Bearer), so a gateway that sends the wrong one gets a 401.
+        if lowered == b"x-api-key" and value.decode("latin-1") == key:
+            self._key_via = X_API_KEY
+        elif lowered == b"authorization" and value.decode("latin-1") == f"Bearer {key}":
+            self._key_via = BEARER
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -306,11 +332,11 @@ class UpstreamProtocol(asyncio.Protocol):
             self._url,
             body,
             self._parser.should_keep_alive(),
-            self._api_key_ok,
+            self._key_via,
         )
         self._url = b""
         self._body = []
-        self._api_key_ok = self.replies.config.api_key is None
+        self._key_via = self._no_key()
         if self._busy:
             self._pending.append(request)
         else:
@@ -318,7 +344,7 @@ class UpstreamProtocol(asyncio.Protocol):
 
     # -- routing -----------------------------------------------------------------------------
     def _handle(
-        self, method: bytes, url: bytes, body: bytes, keep_alive: bool, key_ok: bool
+        self, method: bytes, url: bytes, body: bytes, keep_alive: bool, key_via: bytes
     ) -> None:
         transport = self._transport
         if transport is None or self._closed:
@@ -327,13 +353,24 @@ class UpstreamProtocol(asyncio.Protocol):
         stats.requests += 1
         path = url.split(b"?", 1)[0]
         if method == b"POST" and path == b"/v1/messages":
-            if not key_ok:
+            if key_via not in (ANY_HEADER, X_API_KEY):
                 stats.errors += 1
                 self._finish(_error(401, "authentication_error", "invalid x-api-key"), keep_alive)
             elif _wants_stream(body):
                 self._stream(body, keep_alive)
             else:
                 self._reply_json(body, keep_alive)
+        elif method == b"POST" and path == b"/v1/chat/completions":
+            stats.chat += 1
+            if key_via not in (ANY_HEADER, BEARER):
+                stats.errors += 1
+                self._finish(_openai_error(401, "invalid_api_key", "Incorrect API key"), keep_alive)
+            elif _wants_stream(body):
+                chat = self.replies.chat
+                paced = self.replies.config.event_delay > 0
+                self._stream(body, keep_alive, events=chat.stream_events(body, paced=paced))
+            else:
+                self._reply_json(body, keep_alive, chat=True)
         elif method == b"POST" and path == b"/v1/messages/count_tokens":
             self._finish(_simple(200, b'{"input_tokens":%d}' % (len(body) // 4)), keep_alive)
         elif method == b"POST" and path.startswith(b"/model/"):
@@ -393,22 +430,38 @@ class UpstreamProtocol(asyncio.Protocol):
         if self._pending:
             self._handle(*self._pending.popleft())
 
-    def _reply_json(self, body: bytes, keep_alive: bool) -> None:
+    def _reply_json(self, body: bytes, keep_alive: bool, chat: bool = False) -> None:
         config = self.replies.config
-        reply = self.replies.message_json(body)
-        delay = config.first_event_delay + config.event_delay * self.replies.tokens_for(body)
+        if chat:
+            reply, tokens = (
+                self.replies.chat.completion_json(body),
+                self.replies.chat.tokens_for(body),
+            )
+        else:
+            reply, tokens = self.replies.message_json(body), self.replies.tokens_for(body)
+        delay = config.first_event_delay + config.event_delay * tokens
         if delay > 0:
             self._busy = True
             self.loop.call_later(delay, self._finish, reply, keep_alive)
         else:
             self._finish(reply, keep_alive)
 
-    def _stream(self, body: bytes, keep_alive: bool, bedrock: bool = False) -> None:
+    def _stream(
+        self,
+        body: bytes,
+        keep_alive: bool,
+        bedrock: bool = False,
+        events: list[bytes] | None = None,
+    ) -> None:
+        """`events` given: a chat stream's chunks (bench/fake_openai.py), same pacing."""
         stats = self.stats
         stats.streams += 1
         config = self.replies.config
-        events = self.replies.stream_events(body)
         head = self.replies.stream_head
+        if events is None:
+            events = self.replies.stream_events(body)
+        else:
+            head = self.replies.chat.stream_head
         if bedrock:
             events = [self.replies.bedrock(e) for e in events]
             head = self.replies.bedrock_head

@@ -98,6 +98,8 @@ class Target:
     key: str = ""
     # Extra request header lines, each ending in CRLF (a peer's routing headers).
     headers: str = ""
+    # The model asked for (bench.run's GPT targets ask for the bench catalog's OpenAI-kind one).
+    model: str = MODEL
 
     @classmethod
     def from_url(cls, url: str, api: str = "anthropic", key: str = "") -> Target:
@@ -114,7 +116,7 @@ def build_request(
         # store: false, as stateless clients (Codex, the Agents SDK with encrypted reasoning)
         # send it: the comparison with chat completions is the translation, not the storage.
         payload = {
-            "model": MODEL,
+            "model": target.model,
             "max_output_tokens": max_tokens,
             "input": prompt_text(prompt_tokens),
             "stream": stream,
@@ -122,7 +124,7 @@ def build_request(
         }
     else:
         payload = {
-            "model": MODEL,
+            "model": target.model,
             "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": prompt_text(prompt_tokens)}],
             "stream": stream,

@@ -27,6 +27,43 @@ REPO = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MODEL = "anthropic/claude-sonnet-5-5"
 UPSTREAM_KEY = "sk-bench"
+# Issue 30: a GPT-like catalog model served by an `openai`-kind deployment on the same fake
+# upstream (its /v1/chat/completions), so the OpenAI-kind paths are measured beside the Claude
+# one. Made-up prices; thinking by native reasoning effort, as OpenAI's reasoning models.
+GPT_MODEL = "bench/gpt-bench"
+GPT_SERVER_MODEL = "gpt-bench"
+GPT_CATALOG = {
+    "models": [
+        {
+            "id": GPT_MODEL,
+            "name": "GPT Bench (made-up prices)",
+            "aliases": [],
+            "contextWindow": 400000,
+            "maxOutputTokens": 128000,
+            "capabilities": {
+                "sampling": True,
+                "promptCaching": True,
+                "vision": True,
+                "pdf": False,
+                "tools": True,
+                "structuredOutputs": True,
+                "thinking": "effort",
+                "thinkingCanBeDisabled": True,
+                "forcedToolChoice": True,
+                "reasoningEfforts": ["none", "low", "medium", "high"],
+                "defaultEffort": "medium",
+            },
+            "pricing": {
+                "input": "1.25",
+                "output": "10",
+                "cacheRead": "0.125",
+                "cacheWrite5m": "1.25",
+                "cacheWrite1h": "1.25",
+            },
+            "source": {"url": "https://example.invalid/bench-prices", "checked": "2026-12-07"},
+        }
+    ]
+}
 
 
 # Procs.manage_many's script: each command's output, as JSON on one marked line.
@@ -327,10 +364,15 @@ class Procs:
         return pids
 
     def setup_gateway(self, env: dict[str, str], upstream_port: int) -> str:
-        """migrate, load the catalog, create org + key + deployment; returns the API key.
+        """migrate, load the catalog, create org + key + deployments; returns the API key.
 
+        Two deployments of the one fake upstream: `fake` (anthropic kind, every Claude model)
+        and `fake-gpt` (openai kind, base URL `…/v1`, Bearer key) serving GPT_MODEL.
         All in one Django process: each `manage.py` start costs about a second of CPU, which on
         a loaded machine was a good part of the quick run."""
+        catalog = self.tmp / "gpt_bench_catalog.json"
+        catalog.write_bytes(orjson.dumps(GPT_CATALOG))
+        model_ids = orjson.dumps({GPT_MODEL: GPT_SERVER_MODEL}).decode()
         outs = self.manage_many(
             env,
             [
@@ -340,6 +382,10 @@ class Procs:
                 ["create_key", "Bench", "--rpm", "100000000"],
                 ["add_deployment", "fake", "--url", f"http://127.0.0.1:{upstream_port}",
                  "--api-key", UPSTREAM_KEY, "--max-concurrency", "100000"],
+                ["load_catalog", "--file", str(catalog)],
+                ["add_deployment", "fake-gpt", "--kind", "openai",
+                 "--url", f"http://127.0.0.1:{upstream_port}/v1", "--api-key", UPSTREAM_KEY,
+                 "--model", GPT_MODEL, "--model-ids", model_ids, "--max-concurrency", "100000"],
             ],
         )  # fmt: skip
         return outs[3].strip().splitlines()[-1].strip()

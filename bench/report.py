@@ -309,6 +309,10 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
             "",
             *table(_event_columns(yard), by["events"]),
         ]
+    # Imported here: bench/provider_report.py builds on this module's table helpers.
+    from bench import provider_report
+
+    out += provider_report.render(rows)
     if by["open"]:
         ups = {_open_key(r): r for r in by["open"] if r["target"] == "upstream"}
         out += [

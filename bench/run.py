@@ -10,7 +10,9 @@ Phases (each bounded in requests and seconds):
    as a multiple of it;
 1. upstream alone: `/v1/messages` of the fake upstream, every (stream, concurrency, prompt) cell;
 2. gateway: the same cells through `/v1/messages`, `/openai/v1/chat/completions` and
-   `/openai/v1/responses` (store: false);
+   `/openai/v1/responses` (store: false) on the Claude model, and (issue 30) the chat API and
+   `/v1/messages` on a GPT model of an `openai`-kind deployment of the same upstream
+   (`openai-relay`: the passthrough; `messages-gpt`: the Messages → Chat translation);
 3. per target: the marginal CPU of one streamed event (64 vs 1,024 tokens per stream), N open
    streams against an upstream paced at D s to the first event, and (gateway) RSS across 1,000
    100k-token requests;
@@ -41,16 +43,41 @@ import orjson
 from bench import compare, loadgen, perf_readme, report, run_options, yardstick
 from bench.cells import Cells, Plan
 from bench.fake_upstream import raise_nofile_limit
-from bench.procs import UPSTREAM_KEY, BenchError, Meter, Procs, memory_kb, pin
+from bench.procs import GPT_MODEL, UPSTREAM_KEY, BenchError, Meter, Procs, memory_kb, pin
 from bench.run_options import parse_args
 
 APIS = {
     "messages": "/v1/messages",
     "openai": "/openai/v1/chat/completions",
     "responses": "/openai/v1/responses",
+    # Issue 30: the same client APIs on the GPT model (bench/procs.py GPT_MODEL).
+    "openai-relay": "/openai/v1/chat/completions",
+    "messages-gpt": "/v1/messages",
 }
 # How the load generator speaks to each API (auth header, first-token and end markers).
-LOADGEN_API = {"messages": "anthropic", "openai": "openai", "responses": "responses"}
+LOADGEN_API = {
+    "messages": "anthropic",
+    "openai": "openai",
+    "responses": "responses",
+    "openai-relay": "openai",
+    "messages-gpt": "anthropic",
+}
+# The model each target asks for when it is not the Claude one (loadgen.MODEL).
+MODELS = {"openai-relay": GPT_MODEL, "messages-gpt": GPT_MODEL}
+# Targets measured in the matrix and events phases only: what issue 30 compares is CPU per
+# request and per event; the held-open shapes stay on the Claude APIs (the quick run's budget).
+GPT_TARGETS = frozenset(MODELS)
+
+
+def targets_for(port: int, key: str, apis: list[str] | None = None) -> dict[str, loadgen.Target]:
+    """The gateway's targets (all of APIS, or those of --apis), each with its model."""
+    return {
+        api: loadgen.Target(
+            "127.0.0.1", port, path, LOADGEN_API[api], key, model=MODELS.get(api, loadgen.MODEL)
+        )
+        for api, path in APIS.items()
+        if apis is None or api in apis
+    }
 
 
 class Runner(Cells):
@@ -90,10 +117,7 @@ class Runner(Cells):
         port, pid = await asyncio.to_thread(
             self.procs.start_gateway, env, args.server, self.server_cpu
         )
-        targets = {
-            api: loadgen.Target("127.0.0.1", port, path, LOADGEN_API[api], key)
-            for api, path in APIS.items()
-        }
+        targets = targets_for(port, key, self.args.apis)
         working = await self.smoke(targets)
         if not working:
             return
@@ -106,11 +130,28 @@ class Runner(Cells):
             {"section": "rss", "target": "gateway", "when": "idle", **memory_kb(pid), **idle}
         )
         phases = self.args.phases
-        for api in working if "matrix" in phases else []:
-            await self.matrix("gateway", api, targets[api], pid)
-        for api in working if "events" in phases else []:
-            for paced in (False, True):
+        # Cell by cell, every API back to back (not API after API): the report compares APIs
+        # with each other (issue 30: the GPT paths against the Claude one), and on a shared
+        # machine a drift in others' load then lands on all of them alike.
+        plan = self.plan
+        cells = [
+            (stream, conc, prompt)
+            for stream in (False, True)
+            for conc in plan.concurrency
+            for prompt in plan.prompts
+        ]
+        first = len(self.rows)
+        for stream, conc, prompt in cells if "matrix" in phases else []:
+            for api in working:
+                await self.matrix_cell("gateway", api, targets[api], pid, stream, conc, prompt)
+        for paced in (False, True) if "events" in phases else ():
+            for api in working:
                 await self.event_cost("gateway", api, targets[api], pid, paced=paced)
+        # Reported API after API, as before: matrix rows, then event rows (a stable sort keeps
+        # each API's cells in their order).
+        self.rows[first:] = sorted(
+            self.rows[first:], key=lambda r: (r["section"] != "matrix", working.index(r["api"]))
+        )
         # Memory before open streams: 1,000 held streams raise RSS for good (the allocator keeps
         # its arenas), which would hide growth from the 100k-token requests.
         self.rows.append(
@@ -120,7 +161,7 @@ class Runner(Cells):
             await self.memory("messages", targets["messages"], pid, stream=False)
         if "openai" in working and "memory" in phases:
             await self.memory("openai", targets["openai"], pid, stream=True)
-        for api in working if "open" in phases else []:
+        for api in [a for a in working if a not in GPT_TARGETS] if "open" in phases else []:
             await self.open_streams("gateway", api, targets[api], pid)
             for level in self.open_levels():
                 await self.sustained_streams("gateway", api, targets[api], pid, level)
@@ -142,7 +183,7 @@ class Runner(Cells):
         key = await asyncio.to_thread(self.procs.setup_gateway, env, self.up_port)
         variants = {"gateway": env, "gateway-nolog": {**env, "EZAT_REQUEST_LOG": "false"}}
         started: dict[str, tuple[int, dict[str, loadgen.Target]]] = {}
-        apis = list(APIS)
+        apis = list(args.apis or APIS)
         for name, variant_env in variants.items():
             port, pid = await asyncio.to_thread(
                 partial(self.procs.start_gateway, name=name),
@@ -150,10 +191,7 @@ class Runner(Cells):
                 args.server,
                 self.server_cpu,
             )
-            targets = {
-                api: loadgen.Target("127.0.0.1", port, path, LOADGEN_API[api], key)
-                for api, path in APIS.items()
-            }
+            targets = targets_for(port, key, self.args.apis)
             working = await self.smoke(targets)
             apis = [api for api in apis if api in working]
             started[name] = (pid, targets)
@@ -171,10 +209,13 @@ class Runner(Cells):
                             )
 
     async def smoke(self, targets: dict[str, loadgen.Target]) -> list[str]:
-        """One request per API and mode; an API that answers errors is reported and skipped."""
+        """One request per API and mode; an API that answers errors is reported and skipped,
+        and so is a GPT target whose requests did not reach the upstream's Chat Completions
+        route (the model would then be measured on the Claude path, under the wrong name)."""
         working = []
         for api, target in targets.items():
             ok = True
+            chat_before = self.upstream_stats()["chat"]
             for stream in (False, True):
                 res = await loadgen.run_closed(
                     target, stream=stream, concurrency=1, requests=1, duration=30, timeout=30
@@ -184,6 +225,12 @@ class Runner(Cells):
                     msg = f"gateway {api} stream={stream} failed: {res.first_error}"
                     self.notes.append(msg)
                     self.log(msg)
+            chat_calls = self.upstream_stats()["chat"] - chat_before
+            if ok and (chat_calls == 2) != (api in GPT_TARGETS):
+                ok = False
+                msg = f"gateway {api}: {chat_calls} of its 2 calls reached /v1/chat/completions"
+                self.notes.append(msg)
+                self.log(msg)
             if ok:
                 working.append(api)
         if not working:
@@ -293,6 +340,8 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.apis and (bad := set(args.apis) - set(APIS)):
+        sys.exit(f"bench: unknown --apis {', '.join(sorted(bad))} (known: {', '.join(APIS)})")
     if args.readme_from:
         perf_readme.update_readme(Path(args.readme_from))
         return

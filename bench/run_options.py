@@ -27,6 +27,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--targets", default="upstream,gateway", help="comma list of upstream, gateway"
     )
+    parser.add_argument(
+        "--apis",
+        default=None,
+        metavar="A,A",
+        help="gateway APIs to measure (default all: messages, openai, responses, openai-relay, "
+        "messages-gpt; bench/run.py APIS)",
+    )
     parser.add_argument("--out", default=None, help="directory (default bench/results/<stamp>)")
     parser.add_argument(
         "--pin",
@@ -107,6 +114,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error("--open-levels takes whole numbers, e.g. 250,500,1000")
         if not args.open_levels or min(args.open_levels) < 1:
             parser.error("--open-levels takes positive numbers")
+    if args.apis is not None:  # checked against bench/run.py's APIS there (it imports us)
+        args.apis = [a.strip() for a in args.apis.split(",") if a.strip()]
+        if not args.apis:
+            parser.error("--apis takes a comma list of API names")
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     if bad := set(args.peers) - {"litellm", "portkey", "floor"}:
         parser.error(f"unknown peers: {', '.join(sorted(bad))}")

@@ -28,7 +28,7 @@ from catalog.models import (
     PriceVersion,
     SuggestedChain,
 )
-from catalog.platform_config import PlatformConfig, PlatformConfigError
+from catalog.platform_config import OPENAI_KINDS, PlatformConfig, PlatformConfigError
 from catalog.platform_config import check as check_platform
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
@@ -269,7 +269,8 @@ def _secret_field(label: str, help_text: str = "") -> forms.CharField:
 
 class DeploymentAdminForm(forms.ModelForm):
     new_api_key = _secret_field(
-        "New API key (Anthropic x-api-key, or a Bedrock API key)",
+        "New API key (Anthropic x-api-key, a Bedrock API key, an OpenAI-compatible Bearer key "
+        "or an Azure OpenAI api-key)",
         "Leave empty to keep the current key. Stored encrypted; only its hint is shown.",
     )
     new_aws_access_key_id = _secret_field("New AWS access key id (Bedrock)")
@@ -293,6 +294,7 @@ class DeploymentAdminForm(forms.ModelForm):
             "region",
             "project",
             "model_ids",
+            "options",
             "weight",
             "enabled",
             "max_concurrency",
@@ -328,7 +330,12 @@ class DeploymentAdminForm(forms.ModelForm):
             aws_session_token=data.get("new_aws_session_token") or "",
             service_account_json=account,
             model_ids=data.get("model_ids") or {},
+            options=data.get("options") or {},
         )
+        if kind in OPENAI_KINDS and data.get("serves_all_models"):
+            # A Chat Completions server serves what it was started with, not the catalog.
+            self.add_error("serves_all_models", f"a {kind} deployment lists its models below")
+            return data
         try:
             check_platform(config, existing_secrets=keeps)
         except PlatformConfigError as exc:
@@ -339,6 +346,7 @@ class DeploymentAdminForm(forms.ModelForm):
             config.region,
             config.project,
         )
+        data["options"] = config.options
         self.platform_config = config
         self.replaces_credentials = not keeps or bool(config.api_key or config.secrets())
         return data
@@ -350,6 +358,7 @@ _FORM_FIELDS: dict[str, str | None] = {
     "region": "region",
     "project": "project",
     "model_ids": "model_ids",
+    "options": "options",
     "api_key": "new_api_key",
     "bedrock_api_key": "new_api_key",
     "aws_access_key_id": "new_aws_access_key_id",
@@ -391,6 +400,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "service_account_file",
         "secrets_hint",
         "model_ids",
+        "options",
         "weight",
         "enabled",
         "max_concurrency",

@@ -19,6 +19,7 @@ class Model(models.Model):
     class Thinking(models.TextChoices):
         ADAPTIVE = "adaptive", "Adaptive (effort)"
         EXTENDED = "extended", "Extended (budget_tokens)"
+        EFFORT = "effort", "Reasoning effort (the provider's own)"
         NONE = "none", "None / not stated"
 
     id = models.CharField(primary_key=True, max_length=128, help_text="anthropic/claude-sonnet-5-5")
@@ -138,6 +139,8 @@ class Deployment(models.Model):
         ANTHROPIC = "anthropic", "Anthropic Messages API"
         BEDROCK = "bedrock", "Claude on Amazon Bedrock"
         VERTEX = "vertex", "Claude on Google Vertex AI"
+        OPENAI = "openai", "OpenAI-compatible Chat Completions (OpenAI, vLLM, Ollama, Groq, …)"
+        AZURE_OPENAI = "azure-openai", "Azure OpenAI (v1 API)"
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.ANTHROPIC)
@@ -169,6 +172,9 @@ class Deployment(models.Model):
             "on this deployment (holds a slot or was refused one recently); 1 = no share rule."
         ),
     )
+    # Provider switches that are not credentials (catalog/platform_config.py OPTIONS says which):
+    # e.g. {"max_tokens_param": "max_tokens"} for a server that predates max_completion_tokens.
+    options = models.JSONField(default=dict, blank=True, help_text="Provider options (JSON).")
     serves_all_models = models.BooleanField(
         default=True, help_text="Serve every catalog model (upstream id = id without provider/)."
     )

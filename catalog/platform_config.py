@@ -1,10 +1,20 @@
 """What each deployment kind needs, checked before anything is saved.
 
-Three kinds serve the same catalog models: `anthropic` (Anthropic's Messages API), `bedrock`
-(Claude on Amazon Bedrock, InvokeModel) and `vertex` (Claude on Google Vertex AI, rawPredict).
-Each has its own credentials, its own model ids (catalog/data/platform_model_ids.json, overridable
-per deployment) and its own default base URL. Wire facts: /work/shared/reference/
-platforms-and-responses.md §1–§3.
+Three kinds serve Claude: `anthropic` (Anthropic's Messages API), `bedrock` (Claude on Amazon
+Bedrock, InvokeModel) and `vertex` (Claude on Google Vertex AI, rawPredict). Each has its own
+credentials, its own model ids (catalog/data/platform_model_ids.json, overridable per deployment)
+and its own default base URL. Wire facts: /work/shared/reference/platforms-and-responses.md §1–§3.
+
+Two kinds serve any model behind OpenAI's Chat Completions API (docs/providers.md):
+- `openai`: the base URL is what the OpenAI SDK calls `base_url` (it ends in `/v1`); requests go
+  to `{base}/chat/completions` with `Authorization: Bearer KEY`, or no auth header without a key
+  (vLLM, Ollama and llama.cpp run keyless) — https://platform.openai.com/docs/api-reference/authentication;
+- `azure-openai`: the resource endpoint; requests go to `{endpoint}/openai/v1/chat/completions`
+  with an `api-key` header (Azure OpenAI's v1 API,
+  https://learn.microsoft.com/en-us/azure/ai-foundry/openai/api-version-lifecycle).
+Both must list their models (`--model`): a Chat Completions server serves what it was started
+with, not the whole catalog. A model's id on the server is its catalog id after the first `/`
+unless `model_ids` says otherwise.
 
 Kept apart from URL checks common to every kind (scheme, host) so those can change on their own.
 The validators are pure apart from parsing a service-account key (google-auth, imported only
@@ -23,7 +33,23 @@ from typing import Any
 ANTHROPIC = "anthropic"
 BEDROCK = "bedrock"
 VERTEX = "vertex"
-KINDS = (ANTHROPIC, BEDROCK, VERTEX)
+OPENAI = "openai"
+AZURE_OPENAI = "azure-openai"
+CLAUDE_KINDS = (ANTHROPIC, BEDROCK, VERTEX)
+OPENAI_KINDS = (OPENAI, AZURE_OPENAI)
+KINDS = CLAUDE_KINDS + OPENAI_KINDS
+
+# Provider switches kept in Deployment.options, with the values each may take.
+# max_tokens_param: OpenAI deprecated `max_tokens` for `max_completion_tokens` (o-series models
+# refuse `max_tokens`), while some servers only know `max_tokens`
+# (https://platform.openai.com/docs/api-reference/chat/create#chat-create-max_tokens).
+# prompt_cache_key: "derived" sends one made from the session when the client sent none
+# (OpenAI routes its prompt cache by it: https://platform.openai.com/docs/guides/prompt-caching);
+# "client" forwards only the client's own, for servers that refuse the field.
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "max_tokens_param": ("max_completion_tokens", "max_tokens"),
+    "prompt_cache_key": ("derived", "client"),
+}
 
 # Bedrock's and Vertex's own version strings, sent in the body instead of a header (reference
 # §1.2 and §2: AWS and Anthropic docs, the official SDK).
@@ -68,6 +94,7 @@ class PlatformConfig:
     aws_session_token: str = ""
     service_account_json: str = ""  # vertex: the key file's contents
     model_ids: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
 
     def secrets(self) -> dict[str, str]:
         """What is sealed at rest besides the API key: only the fields that are set."""
@@ -90,7 +117,7 @@ def default_model_id(kind: str, model_id: str) -> str:
     """The platform's id for a catalog model: the shipped default for Bedrock and Vertex; for
     Anthropic (and models the file does not know), the catalog id without its `provider/`."""
     bare = model_id.split("/", 1)[-1]
-    if kind == ANTHROPIC:
+    if kind == ANTHROPIC or kind in OPENAI_KINDS:
         return bare
     known = _shipped().get(kind, {}).get(model_id)
     if known is not None:
@@ -123,7 +150,12 @@ def check(config: PlatformConfig, *, existing_secrets: bool = False) -> Platform
     config.project = config.project.strip()
     config.base_url = config.base_url.strip().rstrip("/")
     _check_model_ids(config.model_ids)
-    if kind == ANTHROPIC:
+    _check_options(config.options)
+    if kind in OPENAI_KINDS:
+        _check_openai(config, existing_secrets=existing_secrets)
+    elif config.options:
+        raise PlatformConfigError("options", f"a {kind} deployment takes no provider options")
+    elif kind == ANTHROPIC:
         if not config.base_url:
             raise PlatformConfigError("url", "an anthropic deployment needs its base URL")
         if not config.api_key and not existing_secrets:
@@ -150,6 +182,46 @@ def _check_model_ids(model_ids: Any) -> None:
             raise PlatformConfigError(
                 "model_ids", f"{key!r} → {value!r} is not a platform model id"
             )
+
+
+def _check_options(options: Any) -> None:
+    if not isinstance(options, dict):
+        raise PlatformConfigError("options", "must be a JSON object")
+    for name, value in options.items():
+        allowed = OPTIONS.get(name)
+        if allowed is None:
+            raise PlatformConfigError(
+                "options", f"unknown option {name!r} (known: {', '.join(OPTIONS)})"
+            )
+        if value not in allowed:
+            raise PlatformConfigError(
+                f"options.{name}", f"must be one of {', '.join(allowed)}, not {value!r}"
+            )
+
+
+def _check_openai(config: PlatformConfig, *, existing_secrets: bool) -> None:
+    if not config.base_url:
+        raise PlatformConfigError(
+            "url",
+            "an openai deployment needs its base URL (the OpenAI SDK's base_url, e.g. "
+            "https://api.openai.com/v1 or http://localhost:8000/v1)"
+            if config.kind == OPENAI
+            else "an azure-openai deployment needs its endpoint (https://NAME.openai.azure.com)",
+        )
+    if config.kind == AZURE_OPENAI:
+        if not config.api_key and not existing_secrets:
+            raise PlatformConfigError("api_key", "an azure-openai deployment needs its API key")
+        # The v1 API lives under {endpoint}/openai/v1; an endpoint given with it is kept so.
+        if not config.base_url.endswith("/openai/v1"):
+            config.base_url = config.base_url.removesuffix("/openai") + "/openai/v1"
+    _refuse(
+        config,
+        "region",
+        "project",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "service_account_json",
+    )
 
 
 def _check_bedrock(config: PlatformConfig) -> None:

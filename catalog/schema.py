@@ -19,10 +19,13 @@ from typing import Any
 from catalog.chains import SuggestedChainEntry, SuggestionError, parse_suggested_chains
 from ezat.pricing import PRICE_KINDS, TierError, check_tier_bounds
 
-# Anthropic's `output_config.effort` levels, lowest first
-# (https://platform.claude.com/docs/en/build-with-claude/effort).
-EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
-THINKING_MODES = ("adaptive", "extended", "none")
+# Effort levels, lowest first: Anthropic's `output_config.effort` levels
+# (https://platform.claude.com/docs/en/build-with-claude/effort) below OpenAI's `none` and
+# `minimal` reasoning efforts (https://platform.openai.com/docs/api-reference/chat/create).
+EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# adaptive / extended: Claude's thinking (effort, budget_tokens); effort: a provider that takes a
+# reasoning effort natively (OpenAI's `reasoning_effort`); none: no thinking or not stated.
+THINKING_MODES = ("adaptive", "extended", "effort", "none")
 # A price has at most 6 decimals (an integer of micro-USD per million tokens) and fits the
 # database column (14 digits): at most 99,999,999.999999 USD per million tokens.
 MAX_PRICE = Decimal("99999999.999999")

@@ -296,6 +296,7 @@ def upsert_deployment(
     aws_session_token: str = "",
     service_account_json: str = "",
     platform_model_ids: dict[str, str] | None = None,
+    options: dict[str, str] | None = None,
 ) -> tuple[Deployment, bool]:
     """Create or update a deployment. No model ids = it serves every catalog model.
 
@@ -324,6 +325,7 @@ def upsert_deployment(
             aws_session_token=aws_session_token,
             service_account_json=service_account_json,
             model_ids=overrides if overrides is not None else {},
+            options=options if options is not None else {},
         ),
         existing_secrets=not created and deployment is not None and deployment.kind == kind,
     )
@@ -333,6 +335,9 @@ def upsert_deployment(
     )
     if unknown:
         raise CatalogDataError(f"model_ids: unknown model id(s): {', '.join(unknown)}")
+    if kind in platform_config.OPENAI_KINDS and not model_ids:
+        # A Chat Completions server serves the models it was started with, not the catalog.
+        raise CatalogDataError(f"a {kind} deployment must list the models it serves (--model)")
     if deployment is None:
         deployment = Deployment(name=name)
     try:
@@ -353,6 +358,8 @@ def upsert_deployment(
         deployment.set_secrets(config.secrets())
     if overrides is not None:
         deployment.model_ids = overrides
+    if options is not None:
+        deployment.options = config.options
     deployment.serves_all_models = not model_ids
     if weight is not None:
         deployment.weight = weight

@@ -22,7 +22,12 @@ from django.db import close_old_connections
 from catalog.chains import AUTO_MODEL_ID, AUTO_MODEL_NAME, is_auto
 from catalog.crypto import ProviderKeyDecryptionError
 from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
-from catalog.platform_config import default_base_url, default_model_id
+from catalog.platform_config import (
+    CLAUDE_KINDS,
+    OPENAI_KINDS,
+    default_base_url,
+    default_model_id,
+)
 from catalog.schema import EFFORT_LEVELS
 from ezat.pricing import Prices, PriceSchedule, PriceTier, TierError
 
@@ -45,6 +50,8 @@ class DeploymentInfo:
     project: str = ""
     secrets: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     model_ids: dict[str, str] = field(default_factory=dict, compare=False)
+    # Provider switches (catalog/platform_config.py OPTIONS).
+    options: dict[str, str] = field(default_factory=dict, compare=False)
 
     def upstream_id(self, model_id: str) -> str:
         """This deployment's id for a catalog model: its own override, else its kind's default."""
@@ -55,6 +62,10 @@ class DeploymentInfo:
 class Route:
     deployment: DeploymentInfo
     upstream_model_id: str
+    # Where the provider takes a reasoning effort natively (a model with "thinking": "effort"):
+    # the levels it takes and the one it defaults to (gateway/providers/openai/request.py).
+    efforts: tuple[str, ...] = ()
+    default_effort: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +239,7 @@ def build_snapshot() -> CatalogSnapshot:
             project=d.project,
             secrets=secrets,
             model_ids=dict(d.model_ids or {}),
+            options=dict(d.options or {}),
         )
     explicit: dict[str, list[Route]] = {}
     for link in DeploymentModel.objects.filter(deployment_id__in=infos).select_related("model"):
@@ -237,7 +249,17 @@ def build_snapshot() -> CatalogSnapshot:
                 link.upstream_model_id or infos[link.deployment_id].upstream_id(link.model_id),
             )
         )
-    serve_all = [infos[d.id] for d in deployments.values() if d.serves_all_models]
+    serve_all = [
+        infos[d.id] for d in deployments.values() if d.serves_all_models and d.kind in CLAUDE_KINDS
+    ]
+    # A "serve every model" deployment speaks Claude's API, so it serves the catalog's Claude
+    # models: not a model an OpenAI-kind deployment lists, nor one whose thinking is a
+    # provider's native reasoning effort (no Claude model's is).
+    chat_models = {
+        model_id
+        for model_id, routes in explicit.items()
+        if any(r.deployment.kind in OPENAI_KINDS for r in routes)
+    }
     schedules = _current_schedules()
     models = []
     by_name: dict[str, ModelInfo] = {}
@@ -251,7 +273,13 @@ def build_snapshot() -> CatalogSnapshot:
             for name in (m.id.lower(), *(a.alias for a in m.aliases.all())):
                 unavailable.setdefault(name, m.id)
             continue
-        routes = explicit.get(m.id, []) + [Route(d, d.upstream_id(m.id)) for d in serve_all]
+        routes = explicit.get(m.id, [])
+        if m.thinking == Model.Thinking.EFFORT:
+            efforts = tuple(m.reasoning_efforts or ())
+            default = m.default_effort or None
+            routes = [Route(r.deployment, r.upstream_model_id, efforts, default) for r in routes]
+        if m.id not in chat_models and m.thinking != Model.Thinking.EFFORT:
+            routes = routes + [Route(d, d.upstream_id(m.id)) for d in serve_all]
         info = ModelInfo(
             id=m.id,
             name=m.name,

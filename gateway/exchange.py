@@ -13,6 +13,7 @@ knows only Anthropic's upstream wire format.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
@@ -35,8 +36,15 @@ from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError
 from gateway.first_tokens import gate
 from gateway.http import StreamWriter
-from gateway.platforms import StreamDecoder, json_reply, stream_decoder, upstream_error
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
+from gateway.providers import (
+    MESSAGES_PATH,
+    StreamDecoder,
+    json_reply,
+    local_reply,
+    stream_decoder,
+    upstream_error,
+)
 from gateway.signed_kinds import kinds as signed_kinds
 from gateway.signed_kinds import signatures_in_reply, spans_kinds
 from gateway.upstream import CONNECT_ERRORS, UnusableDeployment, UpstreamResponse, client
@@ -149,6 +157,16 @@ class Exchange(ChainWalk):
         self.fallbacks_barred = fallbacks_barred
         self.stream = stream
         self.session = session
+        # What the provider is asked for: a Messages call (the internal dialect), or a relayed
+        # call in the provider's own API (gateway/handlers/chat_relay.py sets it).
+        self.upstream_path = MESSAGES_PATH
+        # The provider-side prompt-cache key for providers that route their cache by one
+        # (OpenAI's prompt_cache_key): the session, made per-tenant, so one org's sessions
+        # never share another's key (docs/providers.md, "Prompt caching").
+        self.cache_key = (
+            "ezat-"
+            + hashlib.blake2b(f"{key.org_id}:{session}".encode(), digest_size=12).hexdigest()
+        )
         self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
         self.pin_kind = pin_kind
         # The request's thinking signatures (newest first) and, once looked up, the deployment
@@ -196,7 +214,7 @@ class Exchange(ChainWalk):
         """A non-streaming Messages call: the first deployment that answers, its reply parsed."""
 
         async def attempt(route: Route) -> bytes:
-            _, payload = await self.post_json(route, "/v1/messages", body_for(route), beta)
+            _, payload = await self.post_json(route, self.upstream_path, body_for(route), beta)
             return payload
 
         payload = await self.run(attempt)
@@ -244,10 +262,15 @@ class Exchange(ChainWalk):
         self, route: Route, path: str, body: bytes, beta: str | None
     ) -> tuple[int, bytes]:
         check_body_size(route, body)
+        local = local_reply(route.deployment.kind, path, body)
+        if local is not None:
+            return 200, local
         response: UpstreamResponse | None = None
         try:
             async with asyncio.timeout(self.deadline_s):
-                response = await client.post(route.deployment, path, body, beta)
+                response = await client.post(
+                    route.deployment, path, body, beta, route=route, cache_key=self.cache_key
+                )
                 payload = await response.read()
         except TimeoutError:
             raise AttemptFailed(
@@ -263,7 +286,7 @@ class Exchange(ChainWalk):
         kind = route.deployment.kind
         if response.status != 200:
             raise _upstream_failure(kind, response.status, response.headers, payload)
-        return response.status, json_reply(kind, path, payload)
+        return response.status, json_reply(kind, path, payload, response.state)
 
     # --- one attempt, stream ------------------------------------------------------------------
     async def open_stream(
@@ -293,7 +316,7 @@ class Exchange(ChainWalk):
             raise _unusable(exc) from None
         except CONNECT_ERRORS as exc:
             raise AttemptFailed(_connect_error(exc), "connect_error", retryable=True) from None
-        parser = stream_decoder(route.deployment.kind)
+        parser = stream_decoder(route.deployment.kind, response.state)
         buffered: list[tuple[SSEEvent, dict[str, Any]]] = []
         response.awaiting_first_token(True)
         try:
@@ -367,7 +390,16 @@ class Exchange(ChainWalk):
     ) -> tuple[UpstreamResponse, float]:
         """POST, with keep-alives while not even the headers have arrived: a slow upstream must
         not leave the client silent until the start deadline (proxies drop silent requests)."""
-        post = asyncio.ensure_future(client.post(route.deployment, "/v1/messages", body, beta))
+        post = asyncio.ensure_future(
+            client.post(
+                route.deployment,
+                self.upstream_path,
+                body,
+                beta,
+                route=route,
+                cache_key=self.cache_key,
+            )
+        )
         try:
             while not post.done():
                 now = time.monotonic()

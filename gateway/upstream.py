@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 import httptools
 from django.conf import settings
 
-from catalog.snapshot import DeploymentInfo
+from catalog.snapshot import DeploymentInfo, Route
 from gateway.first_tokens import gate
+from gateway.providers import provider
 
-ANTHROPIC_VERSION = "2023-06-01"
 # An idle pooled connection older than this is not reused: servers close idle keep-alive
 # connections (often after 60 s), and a request written into one that is closing fails.
 KEEPALIVE_SECONDS = 30.0
@@ -187,14 +187,16 @@ class _Connection(asyncio.Protocol):
 class UpstreamResponse:
     """Status and headers of a provider response; the body is read with `read` / `readany`."""
 
-    __slots__ = ("_client", "_conn", "_released", "headers", "status")
+    __slots__ = ("_client", "_conn", "_released", "headers", "state", "status")
 
-    def __init__(self, client: UpstreamClient, conn: _Connection) -> None:
+    def __init__(self, client: UpstreamClient, conn: _Connection, state: object = None) -> None:
         self._client = client
         self._conn = conn
         self._released = False
         self.status = conn.status
         self.headers = conn.headers
+        # The provider's context for this call's decoder and reply reader (ProviderRequest).
+        self.state = state
 
     async def readany(self) -> bytes:
         """The body received so far and not yet read; b"" once it has all been read."""
@@ -285,48 +287,39 @@ class UpstreamClient:
         return target
 
     async def post(
-        self, deployment: DeploymentInfo, path: str, body: bytes, beta: str | None = None
+        self,
+        deployment: DeploymentInfo,
+        path: str,
+        body: bytes,
+        beta: str | None = None,
+        *,
+        route: Route | None = None,
+        cache_key: str | None = None,
     ) -> UpstreamResponse:
         target = self._target(deployment.base_url)
-        if deployment.kind == "anthropic":
-            head = (
-                f"POST {target.path_prefix}{path} HTTP/1.1\r\n"
-                f"host: {target.host_header}\r\n"
-                f"x-api-key: {deployment.api_key}\r\n"
-                f"anthropic-version: {ANTHROPIC_VERSION}\r\n"
-                "content-type: application/json\r\n"
-                "accept-encoding: identity\r\n"
-                f"content-length: {len(body)}\r\n"
-            )
-            if beta:
-                head += f"anthropic-beta: {beta}\r\n"
-        else:
-            # Bedrock / Vertex: the platform's URL, body and signed or bearer headers.
-            from gateway.platforms import adapter
-
-            path, headers, body = await adapter(deployment.kind).prepare(
-                deployment, target, path, body, beta
-            )
-            head = (
-                f"POST {target.path_prefix}{path} HTTP/1.1\r\n"
-                f"host: {target.host_header}\r\n"
-                f"{headers}"
-                "accept-encoding: identity\r\n"
-                f"content-length: {len(body)}\r\n"
-            )
+        call = await provider(deployment.kind).prepare(
+            deployment, target, path, body, beta, route=route, cache_key=cache_key
+        )
+        head = (
+            f"POST {target.path_prefix}{call.path} HTTP/1.1\r\n"
+            f"host: {target.host_header}\r\n"
+            f"{call.headers}"
+            "accept-encoding: identity\r\n"
+            f"content-length: {len(call.body)}\r\n"
+        )
         conn = await self._acquire(target.origin)
         loop = asyncio.get_running_loop()
         conn.headers_done = loop.create_future()
         try:
             assert conn.transport is not None
-            conn.transport.writelines((head.encode("latin-1"), b"\r\n", body))
+            conn.transport.writelines((head.encode("latin-1"), b"\r\n", call.body))
             await conn.headers_done
         except BaseException:
             # Cancelled (deadline, client gone) or failed: a late answer must not reach the
             # next request on this connection.
             conn.abort()
             raise
-        return UpstreamResponse(self, conn)
+        return UpstreamResponse(self, conn, call.state)
 
     async def _acquire(self, origin: _Origin) -> _Connection:
         loop = asyncio.get_running_loop()

@@ -64,7 +64,7 @@ $PY manage.py ensure_demo_users --credentials "$CREDENTIALS" --api-key "$KEY"
 
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     $PY manage.py add_deployment anthropic --url https://api.anthropic.com --api-key "$ANTHROPIC_API_KEY" >/dev/null
-    for name in simulator simulator-bedrock simulator-vertex; do
+    for name in simulator simulator-openai simulator-bedrock simulator-vertex; do
         $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true
     done
     UPSTREAM="Anthropic (api.anthropic.com)"
@@ -78,7 +78,9 @@ else
         name=simulator; [ "$platform" = anthropic ] || name="simulator-$platform"
         case ",$PLATFORMS," in
             *",$platform,"*) ;;
-            *) $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true; continue ;;
+            *) $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true
+               [ "$platform" = anthropic ] && { $PY manage.py set_deployment simulator-openai --disable >/dev/null 2>&1 || true; }
+               continue ;;
         esac
         log=$LOGS/simulator.log; [ "$platform" = anthropic ] || log=$LOGS/simulator-$platform.log
         case $platform in
@@ -87,6 +89,11 @@ else
             $PY -m gateway.simulator --port "$port" --api-key "$SIM_KEY" >"$log" 2>&1 &
             CHILDREN+=($!)
             $PY manage.py add_deployment "$name" --url "http://127.0.0.1:$port" --api-key "$SIM_KEY" >/dev/null
+            # The same simulator's OpenAI-compatible front serves a GPT-like model (its
+            # made-up prices are the simulator's, catalog/data/simulator_models.json).
+            $PY manage.py load_catalog --file catalog/data/simulator_models.json >/dev/null
+            $PY manage.py add_deployment simulator-openai --kind openai \
+                --url "http://127.0.0.1:$port/v1" --api-key "$SIM_KEY" --model simulator/gpt-sim >/dev/null
             ;;
         bedrock)
             KEY_ID=$($PY -c 'import secrets; print("AKIA" + secrets.token_hex(8).upper())')
@@ -132,6 +139,8 @@ With the openai SDK:
   client = OpenAI(base_url="http://127.0.0.1:$PORT/openai/v1", api_key="$KEY")
   print(client.chat.completions.create(model="anthropic/claude-sonnet-5-5",
         messages=[{"role": "user", "content": "Hello!"}]).choices[0].message.content)
+  (model="gpt-sim" is a GPT-like model on the simulator's OpenAI-compatible front, without an
+  ANTHROPIC_API_KEY; docs/providers.md puts a real OpenAI, vLLM or Ollama model there.)
 
 Dashboard: http://127.0.0.1:$PORT/dashboard/   Operator console: http://127.0.0.1:$PORT/admin/
 Stop with Ctrl-C (the simulator stops with it).

@@ -23,6 +23,7 @@ from gateway.exchange import (
     OpenStream,
     UsageTracker,
 )
+from gateway.handlers.chat_relay import relay, relays
 from gateway.handlers.common import (
     HIGH_EFFORTS,
     OPENAI,
@@ -178,6 +179,10 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
         name = model_name(body)
         assert isinstance(body, dict)
         models = await model_chain(request, await snapshot(), key, name, FMT, body)
+        if relays(models):
+            # OpenAI-kind models only: relayed as sent, not translated (chat_relay.py says why).
+            args = {"api": "chat", "request_id": request.request_id, "key": key, "model_name": name}
+            return await relay(request, send, scope, args, body, models)
         # The requested model, or for ezat/auto what its chain shares: a request valid for it
         # is valid for the models that may answer.
         model = models.primary

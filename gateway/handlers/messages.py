@@ -48,6 +48,10 @@ from gateway.http import (
 )
 from gateway.prefix_digest import prefix_identity
 from gateway.protocols.anthropic import validation
+from gateway.protocols.anthropic.gateway_thinking import (
+    may_hold_gateway_thinking,
+    strip_gateway_thinking,
+)
 from gateway.protocols.anthropic.media import tally_messages
 from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
@@ -82,13 +86,17 @@ async def create_message(request: ApiRequest, send: Send) -> int:
             thinking_can_be_disabled=model.thinking_can_be_disabled,
         )
         stripped = not model.prompt_caching and validation.strip_cache_control(body)
+        raw = request.body
+        if may_hold_gateway_thinking(raw) and strip_gateway_thinking(body):
+            # Thinking EZAT made from a provider's reasoning: no provider takes it back.
+            raw, stripped = orjson.dumps(body), True
         output_config = body.get("output_config")
         effort = output_config.get("effort") if isinstance(output_config, dict) else None
-        signed = has_thinking_signatures(request.body)
+        signed = has_thinking_signatures(raw)
         candidates = _candidates(
             models,
             body,
-            request.body,
+            raw,
             stripped,
             media,
             max_tokens=checked.max_tokens,

@@ -112,7 +112,7 @@ def unfit(model: ModelInfo, needs: RequestNeeds, prompt_estimate: int) -> str | 
         (needs.forced_tool and not model.forced_tool_choice, "refuses a forced tool choice"),
         (needs.thinking_off and not model.thinking_can_be_disabled, "cannot turn thinking off"),
         (
-            needs.adaptive_thinking and model.thinking != "adaptive",
+            needs.adaptive_thinking and model.thinking not in ("adaptive", "effort"),
             "does not think adaptively",
         ),
         (needs.effort is not None and not model.reasoning_efforts, "takes no reasoning effort"),

@@ -16,7 +16,10 @@ from gateway.simulator.app import serve
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m gateway.simulator",
-        description="EZAT upstream simulator (Anthropic Messages API with scripted faults).",
+        description=(
+            "EZAT upstream simulator (Anthropic Messages API with scripted faults, and an"
+            " OpenAI-compatible front)."
+        ),
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
@@ -25,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--api-key",
         default=os.environ.get("EZAT_SIM_API_KEY") or None,
-        help="require this key (x-api-key or Bearer); default: no auth",
+        help="require this key (x-api-key, Bearer; OpenAI front: Bearer, api-key); default: none",
     )
     try:
         return parser.parse_args(argv)

@@ -10,7 +10,7 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.simulator import control
+from gateway.simulator import control, openai_front
 from gateway.simulator.errors import error_response, new_request_id
 from gateway.simulator.handlers import handle_count_tokens, handle_messages
 from gateway.simulator.platform_handlers import handle_bedrock, handle_vertex
@@ -69,7 +69,14 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         ctx.record = state.record(request, ctx)
         if too_large is not None:
             response: web.StreamResponse = too_large
-        elif state.api_key and not _authorized(request, state.api_key):
+            if openai_front.owns(request.path):
+                too_big = web.HTTPRequestEntityTooLarge(MAX_BODY_BYTES, len(ctx.raw))
+                response = openai_front.http_error(too_big, request, ctx.request_id)
+        elif (
+            state.api_key
+            and not openai_front.owns(request.path)  # it authenticates OpenAI's way
+            and not _authorized(request, state.api_key)
+        ):
             missing = "x-api-key" not in request.headers and "authorization" not in request.headers
             text = "x-api-key header is required" if missing else "invalid x-api-key"
             response = error_response(401, text, ctx.request_id)
@@ -77,8 +84,11 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             try:
                 response = await handler(request)
             except web.HTTPException as exc:
-                # Unknown paths and wrong methods get the Anthropic error envelope too.
-                response = error_response(exc.status, exc.reason, ctx.request_id)
+                # Unknown paths and wrong methods get the front's error envelope too.
+                if openai_front.owns(request.path):
+                    response = openai_front.http_error(exc, request, ctx.request_id)
+                else:
+                    response = error_response(exc.status, exc.reason, ctx.request_id)
         status = ctx.outcome or str(response.status)
         return response
     finally:
@@ -90,15 +100,22 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
     # Set on every response, streams included: on_response_prepare runs before headers go out.
     ctx = request.get(CONTEXT)
-    response.headers["request-id"] = ctx.request_id if ctx is not None else new_request_id()
+    request_id = ctx.request_id if ctx is not None else new_request_id()
+    response.headers["request-id"] = request_id
+    if openai_front.owns(request.path):
+        response.headers["x-request-id"] = request_id  # the openai SDK's request_id
 
 
 def build_app(api_key: str | None = None, platform: PlatformSim | None = None) -> web.Application:
-    """The Anthropic API simulation, or with `platform` its Bedrock or Vertex front."""
+    """The Anthropic API simulation, or with `platform` its Bedrock or Vertex front; the
+    OpenAI-compatible front (gateway/simulator/openai_front.py) is on every one."""
     app = web.Application(middlewares=[api_middleware], client_max_size=MAX_BODY_BYTES)
     platform = platform or PlatformSim()
     # The platforms authenticate their own way (SigV4, Bedrock API keys, OAuth2 tokens).
-    app[STATE] = SimState(api_key=(api_key or None) if platform.platform == "anthropic" else None)
+    app[STATE] = SimState(
+        api_key=(api_key or None) if platform.platform == "anthropic" else None,
+        openai_key=api_key or None,
+    )
     app[PLATFORM] = platform
     app.on_response_prepare.append(_add_request_id)
     if platform.platform == "bedrock":
@@ -109,6 +126,8 @@ def build_app(api_key: str | None = None, platform: PlatformSim | None = None) -
     else:
         app.router.add_post("/v1/messages", handle_messages)
         app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    # The OpenAI-compatible front answers on every platform's simulator.
+    openai_front.add_routes(app)
     control.add_routes(app)
     return app
 

@@ -147,6 +147,34 @@ class PromptCache:
             cache_read=read,
         )
 
+    def account_prefix(self, scope: str, segments: list[Segment], ttl: float = TTL_5M) -> int:
+        """Automatic prefix caching (OpenAI's kind: no breakpoints): every segment boundary is a
+        prefix a later request can read. Returns the tokens of the longest readable cached
+        prefix (not rounded: the front applies its provider's granularity) and stores every
+        prefix of this request. `scope` seeds the hash (model, cache key), so entries of another
+        scope, or of the Messages front, are never read."""
+        hasher = hashlib.blake2b(b"prefix\x1f" + scope.encode(), digest_size=16)
+        digests: list[bytes] = []
+        cumulative: list[int] = []
+        chars = media = 0
+        for segment in segments:
+            hasher.update(_canonical(segment.obj))
+            hasher.update(b"\x1e")
+            digests.append(hasher.copy().digest())
+            chars += segment.chars
+            media += segment.media_tokens
+            cumulative.append(prefix_tokens(chars, media))
+        now = self._clock()
+        read = 0
+        for pos in range(len(digests) - 1, -1, -1):
+            entry = self._entries.get(digests[pos])
+            if entry is not None and entry.readable(now):
+                read = cumulative[pos]
+                break
+        for digest in digests:
+            self._store(digest, ttl, now)  # a hit refreshes the TTL, a miss writes
+        return read
+
     def _longest_cached(
         self, points: list[tuple[int, float]], digests: list[bytes], now: float
     ) -> int:

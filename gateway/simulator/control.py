@@ -32,7 +32,12 @@ async def list_requests(request: web.Request) -> web.Response:
 
 
 async def reset(request: web.Request) -> web.Response:
+    from gateway.simulator.platforms import PLATFORM, reset_openai_settings
+
     request.app[STATE].reset()
+    # Test state, unlike the platform's identity: a test that made the OpenAI front keyless
+    # must not leave it so for the next one.
+    reset_openai_settings(request.app[PLATFORM])
     return json_response({"ok": True})
 
 

@@ -15,6 +15,13 @@ PATHS = {
     "/v1/messages": "messages",
     "count_tokens": "count_tokens",
     "/v1/messages/count_tokens": "count_tokens",
+    # The OpenAI-compatible front (gateway/simulator/openai_front.py), Azure's path included.
+    "chat_completions": "chat_completions",
+    "/v1/chat/completions": "chat_completions",
+    "/openai/v1/chat/completions": "chat_completions",
+    "responses": "responses",
+    "/v1/responses": "responses",
+    "/openai/v1/responses": "responses",
 }
 
 _INT_FIELDS = (
@@ -26,7 +33,8 @@ _INT_FIELDS = (
     "bad_crc_after_events",  # Bedrock front only: a frame with a broken CRC
 )
 _NUMBER_FIELDS = ("delay", "pause", "event_delay")
-_STR_FIELDS = ("match", "path", "message", "type")
+# `code`: the OpenAI front's `error.code` (e.g. "context_length_exceeded").
+_STR_FIELDS = ("match", "path", "message", "type", "code")
 KNOWN_FIELDS = frozenset(
     {*_INT_FIELDS, *_NUMBER_FIELDS, *_STR_FIELDS, "drop", "reply", "headers", "retry_after"}
 )
@@ -92,7 +100,9 @@ class Fault:
         _check_types(spec)
         path = PATHS.get(spec.get("path", "messages"))
         if path is None:
-            raise FaultError("path must be 'messages' or 'count_tokens'")
+            raise FaultError(
+                "path must be 'messages', 'count_tokens', 'chat_completions' or 'responses'"
+            )
         times = spec.get("times", 1)
         if times == 0 or times < -1:
             raise FaultError("times must be >= 1, or -1 for forever")

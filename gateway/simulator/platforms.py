@@ -59,6 +59,19 @@ class PlatformSim:
     token_fail: bool = False
     tokens: dict[str, float] = field(default_factory=dict)
     tokens_issued: int = 0
+    # The OpenAI-compatible front (gateway/simulator/openai_front.py), on every platform.
+    openai_auth: str = "required"
+    openai_flavour: str = "openai"
+    openai_reasoning_field: str = "reasoning_content"
+
+
+# Allowed values of the OpenAI front's settings (POST /_sim/platform), the first the default
+# that POST /_sim/reset restores.
+OPENAI_SETTINGS: dict[str, tuple[str, ...]] = {
+    "openai_auth": ("required", "none"),
+    "openai_flavour": ("openai", "vllm"),
+    "openai_reasoning_field": ("reasoning_content", "reasoning"),
+}
 
 
 PLATFORM = web.AppKey("ezat_simulator_platform", PlatformSim)
@@ -66,6 +79,11 @@ PLATFORM = web.AppKey("ezat_simulator_platform", PlatformSim)
 # Bedrock and Vertex ids back to the model names the simulation knows (its rules are per model).
 _BEDROCK_PREFIX = re.compile(r"^(?:(?:us|eu|apac|jp|au|global|us-gov)\.)?(?:anthropic\.)?")
 _BEDROCK_SUFFIX = re.compile(r"(?:-\d{8})?-v\d+(?::\d+)?$")
+
+
+def reset_openai_settings(sim: PlatformSim) -> None:
+    for name, allowed in OPENAI_SETTINGS.items():
+        setattr(sim, name, allowed[0])
 
 
 def bedrock_model(model_id: str) -> str:
@@ -271,17 +289,28 @@ def bedrock_from_anthropic(response: web.StreamResponse) -> web.StreamResponse:
 
 
 async def platform_control(request: web.Request) -> web.Response:
-    """GET: the front's state; POST {"token_ttl", "token_fail", "revoke_tokens"} changes it."""
+    """GET: the front's state; POST {"token_ttl", "token_fail", "revoke_tokens", "openai_auth",
+    "openai_flavour", "openai_reasoning_field"} changes it."""
     sim = request.app[PLATFORM]
     if request.method == "POST":
         try:
             change = orjson.loads(await request.read() or b"{}")
         except orjson.JSONDecodeError:
             return web.json_response({"error": "body must be JSON"}, status=400)
+        if not isinstance(change, dict):
+            return web.json_response({"error": "body must be a JSON object"}, status=400)
         if "token_ttl" in change:
             sim.token_ttl = int(change["token_ttl"])
         if "token_fail" in change:
             sim.token_fail = bool(change["token_fail"])
+        for name, allowed in OPENAI_SETTINGS.items():
+            if name in change and change[name] not in allowed:
+                text = f"{name} must be one of: {', '.join(allowed)}"
+                return web.json_response({"error": text}, status=400)
+        # Settings first checked, then applied: a bad one leaves the front unchanged.
+        for name in OPENAI_SETTINGS:
+            if name in change:
+                setattr(sim, name, change[name])
         if change.get("revoke_tokens"):
             sim.tokens.clear()
     return web.json_response(
@@ -292,5 +321,6 @@ async def platform_control(request: web.Request) -> web.Response:
             "tokens_issued": sim.tokens_issued,
             "token_ttl": sim.token_ttl,
             "token_fail": sim.token_fail,
+            **{name: getattr(sim, name) for name in OPENAI_SETTINGS},
         }
     )

@@ -40,12 +40,17 @@ class RequestContext:
 @dataclass(slots=True)
 class SimState:
     api_key: str | None = None
+    # The OpenAI front's key (Bearer / Azure api-key): the simulator's key on every platform.
+    openai_key: str | None = None
     records: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))
     script: FaultScript = field(default_factory=FaultScript)
     clock: SimClock = field(default_factory=SimClock)
     cache: PromptCache = field(init=False)
     stats: Counter[tuple[str, str]] = field(default_factory=Counter)
     gate: Gate | None = None
+    # The OpenAI front's stored Responses (id -> the conversation's items, output included), for
+    # previous_response_id; oldest dropped first.
+    stored_responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _seq: int = 0
     # Ends every scripted pause in progress (POST /_sim/release): a test that holds streams
     # open lets them go when it is done, instead of guessing a pause long enough under load.
@@ -113,6 +118,7 @@ class SimState:
         self.records.clear()
         self.script.clear()
         self.cache.clear()
+        self.stored_responses.clear()
         self.clock.real()  # with the cache cleared, no entry outlives a step back in time
         self.stats.clear()
 

@@ -137,7 +137,9 @@ class SimulatorThread:
         return list(self._control("GET", "requests"))
 
     def platform_state(self, **change: Any) -> dict[str, Any]:
-        """The Bedrock/Vertex front's state; keyword arguments change it (token_ttl, …)."""
+        """The Bedrock/Vertex front's state and the OpenAI front's settings; keyword arguments
+        change them (token_ttl, …, openai_auth="none", openai_flavour="vllm",
+        openai_reasoning_field="reasoning")."""
         if change:
             return dict(self._control("POST", "platform", change))
         return dict(self._control("GET", "platform"))

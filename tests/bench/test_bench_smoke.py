@@ -180,10 +180,17 @@ def test_run_quick_through_the_gateway(tmp_path: Path) -> None:
     markdown, results = _run_quick(tmp_path, timeout=420)
     assert set(results["meta"]["phase_seconds"]) == {"yardstick", "upstream", "gateway", "cache"}
     keys = _matrix_keys(results, "gateway")
-    assert {k[0] for k in keys} == {"messages", "openai", "responses"}
-    assert len(keys) == 3 * len(_matrix_keys(results, "upstream"))
-    events = {r["api"] for r in results["rows"] if r["section"] == "events"}
-    assert {"openai", "responses"} <= events
+    apis = {"messages", "openai", "responses", "openai-relay", "messages-gpt"}
+    assert {k[0] for k in keys} == apis
+    assert len(keys) == len(apis) * len(_matrix_keys(results, "upstream"))
+    events = {(r["api"], r["paced_ms"] > 0) for r in results["rows"] if r["section"] == "events"}
+    assert {(api, paced) for api in apis for paced in (False, True)} <= events
+    # Issue 30: the GPT model's two paths beside the Claude path, with the verdict lines (the
+    # run's smoke already checked that their calls reached the upstream's Chat Completions).
+    assert "### OpenAI-kind paths vs the Claude path (issue 30)" in markdown
+    assert "- **Per request**: the passthrough (`openai-relay`) costs **" in markdown
+    assert "- **Per streamed event**: the passthrough costs **" in markdown
+    assert not [n for n in results["notes"] if "/v1/chat/completions" in n]
     assert "### Gateway vs the upstream alone (same run)" in markdown
     assert "### Gateway CPU as multiples of the yardstick" in markdown
     assert any(r["section"] == "memory" for r in results["rows"])

@@ -86,7 +86,9 @@ def _run_claude(e2e: Stack, key: Key, tmp_path: Path, *args: str) -> dict[str, A
         timeout=180,
         check=False,
     )
-    assert done.returncode == 0, f"claude exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"claude exited {done.returncode}:\n{done.stderr[-3000:]}\n{done.stdout[-3000:]}"
+    )
     result = json.loads(done.stdout)
     assert result["is_error"] is False and result["subtype"] == "success", result
     assert result["api_error_status"] is None
@@ -140,3 +142,20 @@ def test_ai_sdk_anthropic_provider_without_max_output_tokens(e2e: Stack, tmp_pat
     records = _assert_clean_calls(e2e, key, "claude-sonnet-5-5", 128_000)
     assert [r.model_id for r in records] == ["anthropic/claude-sonnet-5-5"]
     assert answer["usage"]["outputTokens"] == records[0].output_tokens
+
+
+def test_claude_code_runs_on_a_gpt_like_model(e2e: Stack, tmp_path: Path) -> None:
+    """Claude Code (headless) on an OpenAI-kind model (issue 30, contract item 10): every turn is
+    translated to the simulator's OpenAI front, none goes to a Messages API, each is billed."""
+    from tests.e2e.openai_lab import make_openai_lab
+
+    lab = make_openai_lab(e2e, max_output_tokens=32_000)
+    result = _run_claude(e2e, lab.key, tmp_path, "--model", lab.model)
+    assert result["result"]
+    chats = lab.chat_requests()
+    assert chats and _messages_calls(e2e) == []
+    assert all(call["status"] == "200" for call in chats), chats
+    assert {c["body"]["model"] for c in chats} == {lab.server_model}
+    records = e2e.usage(org_id=lab.key.org_id)
+    assert len(records) == len(chats)
+    assert all(r.status == "ok" and r.model_id == lab.model and r.cost_nano > 0 for r in records)

@@ -141,6 +141,15 @@ def test_make_run_three_times_with_ctrl_c(tmp_path: Path) -> None:
             )
             assert response.status_code == 200, (attempt, response.text)
             assert response.json()["content"][0]["text"]
+            # The GPT-like model on the simulator's OpenAI front (issue 30, item 10).
+            gpt = httpx.post(
+                f"http://127.0.0.1:{port}/openai/v1/chat/completions",
+                headers={"authorization": f"Bearer {key}"},
+                json={"model": "gpt-sim", "messages": [{"role": "user", "content": "Hello!"}]},
+                timeout=30,
+            )
+            assert gpt.status_code == 200, (attempt, gpt.text)
+            assert gpt.json()["choices"][0]["message"]["content"]
         finally:
             run.ctrl_c()
         assert credentials.stat().st_mode & 0o777 == 0o600

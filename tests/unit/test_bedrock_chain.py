@@ -14,8 +14,8 @@ from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import ProfileNotFound
 
 from catalog.snapshot import DeploymentInfo
-from gateway.platforms import PlatformAuthError
-from gateway.platforms.bedrock import _Signer
+from gateway.providers import PlatformAuthError
+from gateway.providers.bedrock import _Signer
 
 DEPLOYMENT = DeploymentInfo(
     id=1,

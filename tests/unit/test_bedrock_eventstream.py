@@ -12,7 +12,11 @@ from botocore.eventstream import EventStreamBuffer, ParserError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.platforms.eventstream import BedrockStreamDecoder, EventStreamReader, FramingError
+from gateway.providers.bedrock.eventstream import (
+    BedrockStreamDecoder,
+    EventStreamReader,
+    FramingError,
+)
 from gateway.simulator import eventstream
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from catalog.snapshot import DeploymentInfo
-from gateway.platforms.bedrock import _Signer, model_path
+from gateway.providers.bedrock import _Signer, model_path
 
 model_ids = st.one_of(
     st.sampled_from(

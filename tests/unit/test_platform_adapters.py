@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from catalog.snapshot import DeploymentInfo
-from gateway.platforms import COUNT_PATH, MESSAGES_PATH
-from gateway.platforms.bedrock import BedrockPlatform, model_path
-from gateway.platforms.vertex import VertexPlatform
+from gateway.providers import COUNT_PATH, MESSAGES_PATH
+from gateway.providers.bedrock import BedrockProvider, model_path
+from gateway.providers.vertex import VertexProvider
 from gateway.upstream import UpstreamClient
 
 BODY = {
@@ -45,11 +45,12 @@ def test_model_ids_are_one_path_segment_as_botocore_encodes_them() -> None:
 def test_bedrock_body_url_betas_and_api_key() -> None:
     dep = bedrock()
     target = UpstreamClient()._target(dep.base_url)
-    path, head, body = _run(
-        BedrockPlatform().prepare(
+    call = _run(
+        BedrockProvider().prepare(
             dep, target, MESSAGES_PATH, orjson.dumps(BODY), "context-1m-2025-08-07,b2"
         )
     )
+    path, head, body = call.path, call.headers, call.body
     assert path == "/model/anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke-with-response-stream"
     sent = orjson.loads(body)
     assert "model" not in sent and "stream" not in sent
@@ -62,14 +63,14 @@ def test_bedrock_body_url_betas_and_api_key() -> None:
 def test_bedrock_count_tokens_wraps_the_invoke_body() -> None:
     dep = bedrock()
     target = UpstreamClient()._target(dep.base_url)
-    path, _, body = _run(
-        BedrockPlatform().prepare(dep, target, COUNT_PATH, orjson.dumps(BODY), None)
-    )
+    call = _run(BedrockProvider().prepare(dep, target, COUNT_PATH, orjson.dumps(BODY), None))
+    path, body = call.path, call.body
     assert path.endswith("/count-tokens")
     inner = orjson.loads(base64.b64decode(orjson.loads(body)["input"]["invokeModel"]["body"]))
     assert inner["anthropic_version"] == "bedrock-2023-05-31" and "model" not in inner
     assert (
-        BedrockPlatform().json_reply(COUNT_PATH, b'{"inputTokens": 12}') == b'{"input_tokens":12}'
+        BedrockProvider().json_reply(COUNT_PATH, b'{"inputTokens": 12}', None)
+        == b'{"input_tokens":12}'
     )
 
 
@@ -86,7 +87,7 @@ def test_bedrock_count_tokens_wraps_the_invoke_body() -> None:
 )
 def test_bedrock_errors(status: int, name: str, expected: int, type_: str) -> None:
     headers = {"x-amzn-errortype": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
-    error = BedrockPlatform().error(status, headers, b'{"message": "nope"}')
+    error = BedrockProvider().error(status, headers, b'{"message": "nope"}')
     assert (error.status, error.type) == (expected, type_)
     assert "nope" in error.message
 
@@ -127,7 +128,7 @@ def test_bedrock_errors(status: int, name: str, expected: int, type_: str) -> No
     ],
 )
 def test_vertex_errors(status: int, payload: bytes, expected: int, type_: str) -> None:
-    error = VertexPlatform().error(status, {}, payload)
+    error = VertexProvider().error(status, {}, payload)
     assert (error.status, error.type) == (expected, type_)
 
 

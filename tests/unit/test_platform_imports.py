@@ -15,7 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ezat.settings")
 import django
 django.setup()
 import ezat.asgi  # the ASGI app, as a worker loads it
-import gateway.exchange, gateway.upstream, gateway.walk, gateway.platforms, catalog.snapshot
+import gateway.exchange, gateway.upstream, gateway.walk, gateway.providers, catalog.snapshot
 import catalog.platform_config, gateway.handlers.messages, gateway.handlers.chat
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("botocore", "google"))
 print(",".join(loaded) or "none")

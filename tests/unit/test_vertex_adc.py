@@ -13,8 +13,9 @@ import pytest
 from google.auth.exceptions import DefaultCredentialsError
 
 from catalog.snapshot import DeploymentInfo
-from gateway.platforms import PlatformAuthError, google_tokens
-from gateway.platforms.google_tokens import TokenCache
+from gateway.providers import PlatformAuthError
+from gateway.providers.vertex import google_tokens
+from gateway.providers.vertex.google_tokens import TokenCache
 
 DEPLOYMENT = DeploymentInfo(
     id=7,

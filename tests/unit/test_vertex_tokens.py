@@ -10,8 +10,8 @@ import time
 import pytest
 
 from catalog.snapshot import DeploymentInfo
-from gateway.platforms import PlatformAuthError
-from gateway.platforms.google_tokens import TokenCache
+from gateway.providers import PlatformAuthError
+from gateway.providers.vertex.google_tokens import TokenCache
 from gateway.routing import health
 from gateway.simulator.platforms import PlatformSim
 from gateway.simulator.testing import SimulatorThread

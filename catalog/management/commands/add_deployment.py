@@ -5,7 +5,13 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from catalog.platform_config import KINDS, PlatformConfigError, read_service_account_file
+from catalog.platform_config import (
+    KINDS,
+    OPENAI_KINDS,
+    OPTIONS,
+    PlatformConfigError,
+    read_service_account_file,
+)
 from catalog.services import CatalogDataError, upsert_deployment
 from ezat.cli import fraction, positive_int
 
@@ -17,14 +23,37 @@ class Command(BaseCommand):
         "  bedrock:   NAME --kind bedrock --region R [--aws-access-key-id I "
         "--aws-secret-access-key S [--aws-session-token T] | --bedrock-api-key K] [--url U]\n"
         "  vertex:    NAME --kind vertex --project P --region R "
-        "[--service-account-file F] [--url U]"
+        "[--service-account-file F] [--url U]\n"
+        "  openai:    NAME --kind openai --url BASE [--api-key K] --model ID [--model ID …] "
+        "[--model-ids JSON] [--max-tokens-param max_tokens]\n"
+        "  azure-openai: NAME --kind azure-openai --url ENDPOINT --api-key K --model ID …\n"
+        "openai: BASE is the OpenAI SDK's base_url (it ends in /v1); no --api-key = no auth "
+        "header (vLLM, Ollama). A model's server name is its id after the first / unless "
+        "--model-ids maps it (docs/providers.md)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument("--kind", choices=KINDS, default="anthropic")
         parser.add_argument("--url", default="", help="base URL (Bedrock/Vertex: optional)")
-        parser.add_argument("--api-key", default="", help="anthropic: the x-api-key")
+        parser.add_argument(
+            "--api-key",
+            default="",
+            help="anthropic: the x-api-key; openai: the Bearer key (optional); "
+            "azure-openai: the api-key",
+        )
+        parser.add_argument(
+            "--prompt-cache-key",
+            choices=OPTIONS["prompt_cache_key"],
+            help="openai kinds: derived (default) sends one made from the session when the "
+            "client sent none; client forwards only the client's own",
+        )
+        parser.add_argument(
+            "--max-tokens-param",
+            choices=OPTIONS["max_tokens_param"],
+            help="openai kinds: the name the server takes the output limit by "
+            "(default max_completion_tokens)",
+        )
         parser.add_argument("--region", default="")
         parser.add_argument("--project", default="")
         parser.add_argument("--aws-access-key-id", default="")
@@ -54,9 +83,15 @@ class Command(BaseCommand):
         kind = str(options["kind"])
         api_key = str(options["api_key"] or "").strip()
         bedrock_key = str(options["bedrock_api_key"] or "").strip()
-        if kind == "anthropic" and not api_key:
+        if kind in ("anthropic", "azure-openai") and not api_key:
             raise CommandError("--api-key must not be empty")
-        if api_key and kind != "anthropic":
+        for flag in ("max_tokens_param", "prompt_cache_key"):
+            if options[flag] and kind not in OPENAI_KINDS:
+                name = "--" + flag.replace("_", "-")
+                raise CommandError(f"{name} is for openai and azure-openai deployments")
+        if kind in OPENAI_KINDS and not options["models"]:
+            raise CommandError(f"--model is required for {kind} deployments (one per model)")
+        if api_key and kind not in ("anthropic", *OPENAI_KINDS):
             raise CommandError(
                 f"--api-key is for anthropic deployments; a {kind} deployment "
                 + ("takes --bedrock-api-key" if kind == "bedrock" else "authenticates with Google")
@@ -89,6 +124,7 @@ class Command(BaseCommand):
                 weight=options["weight"],  # type: ignore[arg-type]
                 max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
                 fair_share=options["fair_share"],  # type: ignore[arg-type]
+                options=_provider_options(options) if kind in OPENAI_KINDS else None,
             )
         except PlatformConfigError as exc:
             raise CommandError(f"--{exc.field.replace('_', '-')}: {exc.message}") from exc
@@ -101,3 +137,8 @@ class Command(BaseCommand):
         verb = "created" if created else "updated"
         where = deployment.base_url or f"{kind} {deployment.region}"
         self.stdout.write(f"deployment {deployment.name} {verb} ({where})")
+
+
+def _provider_options(options: dict[str, object]) -> dict[str, str]:
+    """Deployment.options from the command line: only what was given."""
+    return {name: str(options[name]) for name in OPTIONS if options.get(name)}

@@ -20,9 +20,11 @@ distinct block (Bedrock repeats the same three headers on every chunk). tests/un
 test_bedrock_eventstream.py checks it against botocore's decoder with hypothesis (any messages,
 any split of the bytes, corrupted bytes refused by both).
 
-A broken CRC, an oversized, truncated or unknown frame raises `FramingError`, an
-`UpstreamDisconnected`: the attempt ends cleanly (before the first token the exchange fails over;
-after it the client gets an error event).
+A broken CRC, an oversized, truncated or unknown frame raises `FramingError`, a
+`ConnectionError` like the upstream client's own `UpstreamDisconnected` (the decoder's error
+belongs with the decoder, so this module imports nothing of the client): the attempt ends
+cleanly (before the first token the exchange fails over; after it the client gets an error
+event).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from zlib import crc32
 import orjson
 
 from gateway.protocols.anthropic.sse import SSEEvent
-from gateway.upstream import UpstreamDisconnected
 
 METRICS_KEY = b"amazon-bedrock-invocationMetrics"
 # botocore's limits (eventstream.py): headers ≤ 128 KiB, payload ≤ 24 MiB.
@@ -62,7 +63,7 @@ EXCEPTION_TYPES: dict[str, str] = {
 HeaderValue = bool | int | bytes | str
 
 
-class FramingError(UpstreamDisconnected):
+class FramingError(ConnectionError):
     """Bedrock sent a frame that cannot be read (bad CRC, unknown message, bad payload)."""
 
 

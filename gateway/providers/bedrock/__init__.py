@@ -43,8 +43,8 @@ from botocore.utils import normalize_url_path
 from catalog.platform_config import BEDROCK_VERSION
 from catalog.snapshot import DeploymentInfo
 from gateway.errors import GatewayError
-from gateway.platforms import COUNT_PATH, PlatformAuthError, platform_body
-from gateway.platforms.eventstream import BedrockStreamDecoder
+from gateway.providers import COUNT_PATH, PlatformAuthError, ProviderRequest, platform_body
+from gateway.providers.bedrock.eventstream import BedrockStreamDecoder
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class _Timestamped:
         self.context = {"timestamp": amz_date}
 
 
-class BedrockPlatform:
+class BedrockProvider:
     def __init__(self) -> None:
         self._signers: dict[tuple[int, str, str, str, str], _Signer] = {}
 
@@ -201,8 +201,14 @@ class BedrockPlatform:
         return signer
 
     async def prepare(
-        self, deployment: DeploymentInfo, target: Any, path: str, body: bytes, beta: str | None
-    ) -> tuple[str, str, bytes]:
+        self,
+        deployment: DeploymentInfo,
+        target: Any,
+        path: str,
+        body: bytes,
+        beta: str | None,
+        **call: Any,
+    ) -> ProviderRequest:
         data, stream, model = platform_body(
             body, BEDROCK_VERSION, keep_model=False, keep_stream=False
         )
@@ -239,7 +245,7 @@ class BedrockPlatform:
             head = signer.headers(
                 f"{target.path_prefix}{route}", target.host_header, payload, accept
             )
-        return route, head, payload
+        return ProviderRequest(route, head, payload)
 
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError:
         name = headers.get("x-amzn-errortype", "").split(":", 1)[0]
@@ -259,10 +265,10 @@ class BedrockPlatform:
         code, type_ = mapped
         return GatewayError(code, message or name, type_=type_)
 
-    def decoder(self) -> BedrockStreamDecoder:
+    def decoder(self, state: Any) -> BedrockStreamDecoder:
         return BedrockStreamDecoder()
 
-    def json_reply(self, path: str, payload: bytes) -> bytes:
+    def json_reply(self, path: str, payload: bytes, state: Any) -> bytes:
         if path != COUNT_PATH:
             return payload
         try:
@@ -270,3 +276,6 @@ class BedrockPlatform:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             raise GatewayError(502, "Bedrock answered count-tokens without inputTokens") from None
         return orjson.dumps({"input_tokens": count})
+
+
+PROVIDER = BedrockProvider()

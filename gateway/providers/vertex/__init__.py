@@ -12,8 +12,8 @@ Reference §2 (the official SDK, Google's and Anthropic's docs):
   sometimes inside a JSON array); model errors in Anthropic's.
 
 Tokens are fetched once on first use, then refreshed in the background before they expire
-(gateway/platforms/google_tokens.py): no request waits for a refresh. A refresh that fails cools
-the deployment down, so routing prefers the others while its token runs out.
+(google_tokens.py here): no request waits for a refresh. A refresh that fails cools the
+deployment down, so routing prefers the others while its token runs out.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import orjson
 from catalog.platform_config import VERTEX_VERSION
 from catalog.snapshot import DeploymentInfo
 from gateway.errors import GatewayError, from_upstream
-from gateway.platforms import COUNT_PATH, platform_body
-from gateway.platforms.google_tokens import tokens
 from gateway.protocols.anthropic.sse import SSEParser
+from gateway.providers import COUNT_PATH, ProviderRequest, platform_body
+from gateway.providers.vertex.google_tokens import tokens
 
 GOOGLE_STATUS: dict[str, tuple[int, str]] = {
     "RESOURCE_EXHAUSTED": (429, "rate_limit_error"),
@@ -46,10 +46,16 @@ def model_base(deployment: DeploymentInfo) -> str:
     )
 
 
-class VertexPlatform:
+class VertexProvider:
     async def prepare(
-        self, deployment: DeploymentInfo, target: Any, path: str, body: bytes, beta: str | None
-    ) -> tuple[str, str, bytes]:
+        self,
+        deployment: DeploymentInfo,
+        target: Any,
+        path: str,
+        body: bytes,
+        beta: str | None,
+        **call: Any,
+    ) -> ProviderRequest:
         counting = path == COUNT_PATH
         data, stream, model = platform_body(
             body, VERTEX_VERSION, keep_model=counting, keep_stream=True
@@ -63,7 +69,7 @@ class VertexPlatform:
         head = f"content-type: application/json\r\nauthorization: Bearer {token}\r\n"
         if beta:
             head += f"anthropic-beta: {beta}\r\n"
-        return route, head, orjson.dumps(data)
+        return ProviderRequest(route, head, orjson.dumps(data))
 
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError:
         if status in (401, 403):
@@ -88,8 +94,11 @@ class VertexPlatform:
             return GatewayError(mapped[0], message, type_=mapped[1])
         return from_upstream(status, payload)
 
-    def decoder(self) -> SSEParser:
+    def decoder(self, state: Any) -> SSEParser:
         return SSEParser()
 
-    def json_reply(self, path: str, payload: bytes) -> bytes:
+    def json_reply(self, path: str, payload: bytes, state: Any) -> bytes:
         return payload
+
+
+PROVIDER = VertexProvider()

@@ -23,7 +23,7 @@ from django.conf import settings
 
 from catalog.snapshot import DeploymentInfo
 from gateway.metrics import SIDE_EFFECT_FAILURES
-from gateway.platforms import PlatformAuthError
+from gateway.providers import PlatformAuthError
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,117 @@
+"""What the stream decoder and the reply translator share: stop reasons, usage, the gateway's
+thinking signature, and the error types of stream error chunks. Pure.
+
+Usage (providers.md §1.4, §5.3; issue 30 items 4 and 7). OpenAI's `prompt_tokens` INCLUDES the
+cached tokens and `completion_tokens` INCLUDES reasoning; Anthropic's `input_tokens` EXCLUDES
+cache reads. So `input_tokens = prompt_tokens - cached_tokens` and
+`cache_read_input_tokens = cached_tokens` (reporting both in full is the 2x-context bug of
+MAXeaglet/commandcode-proxy#25), `output_tokens = completion_tokens`, and the reasoning share
+goes in `output_tokens_details.thinking_tokens`, which gateway/usage.py reads. OpenAI charges
+nothing extra for cache writes ("no additional fees", O-DOC prompt-caching), so
+`cache_creation_input_tokens` is 0 and any `cache_write_tokens` stay in `input_tokens`, billed
+as input. DeepSeek reports its cache hits as `prompt_cache_hit_tokens` (§4, unconfirmed there);
+they are read when `prompt_tokens_details.cached_tokens` is absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from gateway.protocols.anthropic.gateway_thinking import GATEWAY_SIGNATURE_PREFIX
+
+# OpenAI finish_reason -> Anthropic stop_reason (providers.md §5.2, "correct mapping" column).
+STOP_REASONS: dict[str, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+# Words in an OpenAI-shaped error's type or code -> the Anthropic error type (first match).
+_ERROR_WORDS: tuple[tuple[str, str], ...] = (
+    ("rate_limit", "rate_limit_error"),
+    ("quota", "rate_limit_error"),
+    ("overload", "overloaded_error"),
+    ("unavailable", "overloaded_error"),
+    ("timeout", "timeout_error"),
+    ("context_length", "invalid_request_error"),
+    ("invalid_request", "invalid_request_error"),
+    ("not_found", "not_found_error"),
+)
+
+
+def stop_reason(finish: object, *, tool_calls: bool) -> str:
+    """Anthropic's stop reason. Servers that answer "stop" after tool calls (some vLLM tool
+    parsers) still asked for a tool: Anthropic clients run tools only on `tool_use`."""
+    if finish == "stop" and tool_calls:
+        return "tool_use"
+    return STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else "end_turn"
+
+
+def _count(value: object) -> int:
+    return value if type(value) is int and value > 0 else 0
+
+
+def anthropic_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI usage object as Anthropic usage (the module docstring)."""
+    prompt = _count(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    if not cached:
+        cached = _count(usage.get("prompt_cache_hit_tokens"))
+    cached = min(cached, prompt)
+    output = _count(usage.get("completion_tokens"))
+    done = usage.get("completion_tokens_details")
+    reasoning = _count(done.get("reasoning_tokens")) if isinstance(done, dict) else 0
+    return {
+        "input_tokens": prompt - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": output,
+        "output_tokens_details": {"thinking_tokens": min(reasoning, output)},
+    }
+
+
+def estimated_usage(input_estimate: int, output_chars: int) -> dict[str, Any]:
+    """For a server that sent no usage at all (it ignored include_usage): 4 characters per
+    token, the estimate gateway/usage.py uses for a cut stream."""
+    return {
+        "input_tokens": input_estimate,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": -(-output_chars // 4),
+    }
+
+
+def reasoning_of(part: dict[str, Any]) -> str:
+    """A delta's or message's reasoning text: DeepSeek's `reasoning_content` or vLLM's and
+    Ollama's `reasoning` (providers.md §2.4: read both). One of them, never both joined:
+    vLLM's back-compat mode sends the same text in each."""
+    text = part.get("reasoning_content")
+    if not isinstance(text, str) or not text:
+        text = part.get("reasoning")
+    return text if isinstance(text, str) else ""
+
+
+def new_digest() -> Any:
+    return hashlib.blake2b(digest_size=8)
+
+
+def signature(digest: Any) -> str:
+    """The signature of a thinking block the gateway made: its prefix tells EZAT the block is
+    its own (to strip, never forward to Claude), the digest ties it to the text."""
+    return GATEWAY_SIGNATURE_PREFIX + digest.hexdigest()
+
+
+def is_gateway_signature(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(GATEWAY_SIGNATURE_PREFIX)
+
+
+def error_type(error: dict[str, Any]) -> str:
+    words = f"{error.get('type') or ''} {error.get('code') or ''}".lower()
+    for word, kind in _ERROR_WORDS:
+        if word in words:
+            return kind
+    return "api_error"
