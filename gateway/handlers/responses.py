@@ -363,7 +363,7 @@ def _translator(
 def _failure(translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
     error = openai_error_object(err)
     code = error["code"] if isinstance(error["code"], str) else None
-    return translator.failure(err.message, code or str(error["type"]))
+    return translator.failure(err.message, code, FMT.error_status(err))
 
 
 async def _pump(

@@ -19,7 +19,9 @@ from gateway.protocols.openai.outbound import thinking_input_block
 from .types import Seal
 
 __all__ = [
+    "RESPONSE_ERROR_CODES",
     "client_output",
+    "error_code",
     "item_id",
     "locate_item",
     "reasoning_item",
@@ -30,6 +32,46 @@ __all__ = [
 ]
 
 _PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc"}
+
+# `Response.error.code` is an enum (openai-python `types/responses/response_error.py`, the
+# openai-openapi `ResponseErrorCode`): strict clients (generated Go/Java/.NET, zod) reject any
+# other value, so gateway codes such as "overloaded" or "timeout" are mapped onto it.
+RESPONSE_ERROR_CODES = frozenset(
+    {
+        "server_error",
+        "rate_limit_exceeded",
+        "invalid_prompt",
+        "data_residency_mismatch",
+        "bio_policy",
+        "misalignment_policy_violation",
+        "vector_store_timeout",
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_content_policy_violation",
+        "invalid_image_mode",
+        "image_file_too_large",
+        "unsupported_image_media_type",
+        "empty_image_file",
+        "failed_to_download_image",
+        "image_file_not_found",
+    }
+)
+
+
+def error_code(status: int, code: str | None) -> str:
+    """The schema's code for a failure with this HTTP status and gateway code: the code itself
+    when the enum has it, rate_limit_exceeded for a 429, otherwise server_error (the failure
+    happened after the request was accepted, so it is the server's, as OpenAI reports it)."""
+    if code in RESPONSE_ERROR_CODES:
+        return code
+    if status == 429:
+        return "rate_limit_exceeded"
+    return "server_error"
 
 
 def item_id(kind: str, request_id: str, index: int) -> str:

@@ -20,6 +20,7 @@ import orjson
 
 from .outbound import (
     client_output,
+    error_code,
     function_call_item,
     item_id,
     message_item,
@@ -190,14 +191,16 @@ class ResponsesStreamTranslator:
         kind = "response.completed" if status == "completed" else "response.incomplete"
         return out + self._event(kind, {"response": response})
 
-    def failure(self, message: str, code: str | None) -> bytes:
-        """A failure after the stream started: `error`, then `response.failed`."""
+    def failure(self, message: str, code: str | None, status: int = 500) -> bytes:
+        """A failure after the stream started: `error`, then `response.failed`. Both carry a
+        code of the schema's enum (see `error_code`)."""
         out = self._begin()
+        code = error_code(status, code)
         out += self._event("error", {"code": code, "message": message, "param": None})
         response = self._response(
             "failed",
             output=client_output(self.items, self._include_encrypted),
-            error={"code": code or "server_error", "message": message},
+            error={"code": code, "message": message},
         )
         return out + self._event("response.failed", {"response": response})
 
