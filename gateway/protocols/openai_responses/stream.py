@@ -6,7 +6,10 @@ The order follows real OpenAI recordings (platforms-and-responses.md §4.4): `re
 `.incomplete`) carrying the whole output and usage, or `error` + `response.failed`. Every event
 has a `sequence_number` (0, 1, 2, ...). openai-python's `responses.stream()` needs
 `response.created` first, `content_part.added` before text deltas and the full output in
-`response.completed` (§4.6); keep-alives are SSE comments, which every client skips.
+`response.completed` (§4.6); keep-alives are SSE comments, which every client skips. A call
+to a custom tool is a `custom_tool_call` item whose input is sent whole when its block ends
+(`response.custom_tool_call_input.delta` then `.done`): upstream it is the JSON of a one-string
+object, and the string's text is only known once that JSON is complete.
 
 Hot path: one `feed` per upstream event. Delta events are built from per-item prefixes rendered
 once, so a delta costs one small dumps of its text.
@@ -20,6 +23,7 @@ import orjson
 
 from .outbound import (
     client_output,
+    custom_tool_call_item,
     error_code,
     function_call_item,
     item_id,
@@ -28,8 +32,10 @@ from .outbound import (
     response_object,
     responses_usage,
     status_of,
+    tool_call_item,
 )
-from .types import Seal
+from .tools import CUSTOM_INPUT
+from .types import Seal, ToolMap
 
 __all__ = ["ResponsesStreamTranslator"]
 
@@ -67,6 +73,7 @@ class ResponsesStreamTranslator:
         "_text_index",
         "_text_pieces",
         "_text_prefix",
+        "_tools",
         "finished",
         "items",
         "started",
@@ -84,8 +91,10 @@ class ResponsesStreamTranslator:
         seal: Seal | None,
         summary: bool,
         include_encrypted: bool,
+        tools: ToolMap | None = None,
     ) -> None:
         self._request_id = request_id
+        self._tools = tools or {}  # how calls to namespaced and custom tools are returned
         self._model_name = model_name
         self._created_at = created_at
         self._echo = echo
@@ -293,6 +302,19 @@ class ResponsesStreamTranslator:
             self._text_prefix = item.delta_prefix
             return out
         if kind == "tool_use":
+            upstream_name = str(block.get("name") or "")
+            known = self._tools.get(upstream_name)
+            call_id = str(block.get("id") or "")
+            if known is not None and known.custom:
+                # Its input arrives as the JSON of {"input": "..."}: the text is sent whole when
+                # the block ends (custom_tool_call_input.delta, then .done).
+                ctc = item_id("custom_tool_call", self._request_id, position)
+                item = _Item("custom_tool_call", ctc, position, dict(block))
+                self._blocks[index] = item
+                payload = custom_tool_call_item(
+                    ctc, call_id, known.name, "", "in_progress", known.namespace
+                )
+                return self._added(item, payload)
             fc = item_id("function_call", self._request_id, position)
             item = _Item("function_call", fc, position, dict(block))
             item.delta_prefix = (
@@ -305,7 +327,12 @@ class ResponsesStreamTranslator:
             )
             self._blocks[index] = item
             payload = function_call_item(
-                fc, str(block.get("id") or ""), str(block.get("name") or ""), "", "in_progress"
+                fc,
+                call_id,
+                known.name if known is not None else upstream_name,
+                "",
+                "in_progress",
+                known.namespace if known is not None else None,
             )
             payload["arguments"] = ""
             return self._added(item, payload)
@@ -323,12 +350,12 @@ class ResponsesStreamTranslator:
                 return b""
             item.pieces.append(text)
             return self._delta(item, text)
-        if kind == "input_json_delta" and item.kind == "function_call":
+        if kind == "input_json_delta" and item.kind in ("function_call", "custom_tool_call"):
             fragment = delta.get("partial_json")
             if not isinstance(fragment, str) or not fragment:
                 return b""  # Anthropic's first fragment is often ""
             item.pieces.append(fragment)
-            return self._delta(item, fragment)
+            return self._delta(item, fragment) if item.kind == "function_call" else b""
         if kind == "thinking_delta" and item.kind == "reasoning":
             text = delta.get("thinking")
             if not isinstance(text, str) or not text:
@@ -386,12 +413,35 @@ class ResponsesStreamTranslator:
                 tool_input = item.block.get("input")
                 arguments = orjson.dumps(tool_input if tool_input else {}).decode()
                 out += self._delta(item, arguments)
-            name = str(item.block.get("name") or "")
+            upstream_name = str(item.block.get("name") or "")
+            known = self._tools.get(upstream_name)
+            name = known.name if known is not None else upstream_name
             out += self._event(
                 "response.function_call_arguments.done",
                 {**common, "arguments": arguments, "name": name},
             )
-            done = function_call_item(item.id, str(item.block.get("id") or ""), name, arguments)
+            done = function_call_item(
+                item.id,
+                str(item.block.get("id") or ""),
+                name,
+                arguments,
+                namespace=known.namespace if known is not None else None,
+            )
+        elif item.kind == "custom_tool_call":
+            done = tool_call_item(
+                str(item.block.get("name") or ""),
+                str(item.block.get("id") or ""),
+                _custom_arguments(item),
+                self._request_id,
+                position,
+                self._tools,
+            )
+            text = done["input"]
+            if text:
+                out += self._event(
+                    "response.custom_tool_call_input.delta", {**common, "delta": text}
+                )
+            out += self._event("response.custom_tool_call_input.done", {**common, "input": text})
         else:
             block = item.block
             if block.get("type") == "thinking":
@@ -421,3 +471,15 @@ class ResponsesStreamTranslator:
         for key, value in usage.items():
             if value is not None:
                 self.usage[key] = value
+
+
+def _custom_arguments(item: _Item) -> object:
+    """A custom tool call's upstream input: its streamed JSON, or the input given whole in
+    content_block_start; unparsable JSON is passed on as the text itself."""
+    if not item.pieces:
+        return item.block.get("input") or {}
+    raw = "".join(item.pieces)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {CUSTOM_INPUT: raw}
