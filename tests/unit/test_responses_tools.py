@@ -4,14 +4,18 @@ refused; the calls coming back (whole and streamed) checked against openai-pytho
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai.types.responses as rt
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from gateway.protocols.openai.types import InvalidRequest
+from gateway.protocols.openai_responses.custom_input import CustomInputDecoder
 from gateway.protocols.openai_responses.inbound import translate_request
 from gateway.protocols.openai_responses.outbound import translate_response
 from gateway.protocols.openai_responses.types import ToolName
@@ -276,19 +280,48 @@ def test_a_streamed_custom_call_sends_its_input_events() -> None:
     raw = orjson.dumps({"input": PATCH}).decode()
     events = _stream([raw[:7], raw[7:20], raw[20:]])
     kinds = [e["type"] for e in events]
-    assert kinds[2:] == [
-        "response.output_item.added",
-        "response.custom_tool_call_input.delta",
+    deltas = [e for e in events if e["type"] == "response.custom_tool_call_input.delta"]
+    assert len(deltas) >= 2  # the text streams as its JSON does
+    assert kinds[2] == "response.output_item.added"
+    assert kinds[-3:] == [
         "response.custom_tool_call_input.done",
         "response.output_item.done",
         "response.completed",
     ]
-    added, delta, done, item_done, completed = events[2:]
+    assert set(kinds[3:-3]) == {"response.custom_tool_call_input.delta"}
+    added, item_done, completed = events[2], events[-2], events[-1]
+    done = events[-3]
     assert added["item"]["type"] == "custom_tool_call" and added["item"]["input"] == ""
-    assert delta["delta"] == PATCH and done["input"] == PATCH
-    assert delta["item_id"] == added["item"]["id"] == item_done["item"]["id"]
+    assert "".join(d["delta"] for d in deltas) == PATCH and done["input"] == PATCH
+    assert all(d["item_id"] == added["item"]["id"] == item_done["item"]["id"] for d in deltas)
     assert item_done["item"]["input"] == PATCH and item_done["item"]["call_id"] == "t1"
     assert completed["response"]["output"] == [item_done["item"]]
+
+
+TEXTS = st.text(alphabet=st.characters(codec="utf-8"), max_size=60) | st.sampled_from(
+    ['a "quoted" \\ back\nslash', "emoji 😀 and é", PATCH]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=TEXTS, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+def test_the_decoder_streams_any_text_cut_anywhere(text: str, cuts: list[int]) -> None:
+    for raw in (orjson.dumps({"input": text}).decode(), json.dumps({"input": text})):
+        points = sorted({min(c, len(raw)) for c in cuts})
+        pieces = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+        decoder = CustomInputDecoder()
+        assert "".join(decoder.feed(p) for p in pieces) == text
+        assert decoder.text == text
+
+
+@pytest.mark.parametrize("raw", ['{"other": 1, "input": "x"}', "[1]", '"x"'])
+def test_other_shapes_stream_nothing_and_end_whole(raw: str) -> None:
+    decoder = CustomInputDecoder()
+    assert decoder.feed(raw[:3]) + decoder.feed(raw[3:]) == ""
+    events = _stream([raw[:3], raw[3:]])
+    [delta] = [e for e in events if e["type"] == "response.custom_tool_call_input.delta"]
+    done = next(e for e in events if e["type"] == "response.custom_tool_call_input.done")
+    assert delta["delta"] == done["input"]
 
 
 def test_a_streamed_namespaced_call_names_its_namespace() -> None:

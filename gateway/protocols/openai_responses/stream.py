@@ -7,9 +7,8 @@ The order follows real OpenAI recordings (platforms-and-responses.md §4.4): `re
 has a `sequence_number` (0, 1, 2, ...). openai-python's `responses.stream()` needs
 `response.created` first, `content_part.added` before text deltas and the full output in
 `response.completed` (§4.6); keep-alives are SSE comments, which every client skips. A call
-to a custom tool is a `custom_tool_call` item whose input is sent whole when its block ends
-(`response.custom_tool_call_input.delta` then `.done`): upstream it is the JSON of a one-string
-object, and the string's text is only known once that JSON is complete.
+to a custom tool is a `custom_tool_call` item whose text is decoded from the upstream JSON of its
+one-string object as it streams (`response.custom_tool_call_input.delta`, then `.done`).
 
 Hot path: one `feed` per upstream event. Delta events are built from per-item prefixes rendered
 once, so a delta costs one small dumps of its text.
@@ -21,6 +20,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from .custom_input import CustomInputDecoder
 from .outbound import (
     client_output,
     custom_tool_call_item,
@@ -45,7 +45,7 @@ _dumps = orjson.dumps  # a global, not an attribute lookup, on the per-delta pat
 class _Item:
     """One output item being streamed."""
 
-    __slots__ = ("block", "delta_prefix", "id", "index", "kind", "opened", "pieces")
+    __slots__ = ("block", "decoder", "delta_prefix", "id", "index", "kind", "opened", "pieces")
 
     def __init__(self, kind: str, item: str, index: int, block: dict[str, Any]) -> None:
         self.kind = kind
@@ -55,6 +55,7 @@ class _Item:
         self.pieces: list[str] = []  # text, thinking or argument fragments
         self.opened = False  # a reasoning summary part was opened
         self.delta_prefix = b""
+        self.decoder: CustomInputDecoder | None = None  # a custom tool call's text so far
 
 
 class ResponsesStreamTranslator:
@@ -306,10 +307,11 @@ class ResponsesStreamTranslator:
             known = self._tools.get(upstream_name)
             call_id = str(block.get("id") or "")
             if known is not None and known.custom:
-                # Its input arrives as the JSON of {"input": "..."}: the text is sent whole when
-                # the block ends (custom_tool_call_input.delta, then .done).
+                # Its input arrives as the JSON of {"input": "..."}: its text is decoded as the
+                # JSON streams (custom_input.py).
                 ctc = item_id("custom_tool_call", self._request_id, position)
                 item = _Item("custom_tool_call", ctc, position, dict(block))
+                item.decoder = CustomInputDecoder()
                 self._blocks[index] = item
                 payload = custom_tool_call_item(
                     ctc, call_id, known.name, "", "in_progress", known.namespace
@@ -355,7 +357,15 @@ class ResponsesStreamTranslator:
             if not isinstance(fragment, str) or not fragment:
                 return b""  # Anthropic's first fragment is often ""
             item.pieces.append(fragment)
-            return self._delta(item, fragment) if item.kind == "function_call" else b""
+            if item.decoder is None:
+                return self._delta(item, fragment)
+            text = item.decoder.feed(fragment)
+            if not text:
+                return b""
+            return self._event(
+                "response.custom_tool_call_input.delta",
+                {"item_id": item.id, "output_index": item.index, "delta": text},
+            )
         if kind == "thinking_delta" and item.kind == "reasoning":
             text = delta.get("thinking")
             if not isinstance(text, str) or not text:
@@ -437,9 +447,13 @@ class ResponsesStreamTranslator:
                 self._tools,
             )
             text = done["input"]
-            if text:
+            # What the streamed deltas have not carried yet (all of it when the input was not
+            # of the streamable shape); the .done event has the whole text in any case.
+            sent = item.decoder.text if item.decoder is not None else ""
+            rest = text[len(sent) :] if text.startswith(sent) else ""
+            if rest:
                 out += self._event(
-                    "response.custom_tool_call_input.delta", {**common, "delta": text}
+                    "response.custom_tool_call_input.delta", {**common, "delta": rest}
                 )
             out += self._event("response.custom_tool_call_input.done", {**common, "input": text})
         else:
