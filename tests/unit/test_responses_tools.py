@@ -96,6 +96,16 @@ def test_web_search_alone_is_dropped_not_refused(kind: str) -> None:
     assert tr.dropped_tools == ["web_search"]
 
 
+def test_tool_search_is_dropped_and_deferred_tools_are_given_up_front() -> None:
+    """Codex's GPT models send a client-executed tool_search beside deferred tools."""
+    search = {"type": "tool_search", "execution": "client", "parameters": {"type": "object"}}
+    deferred = {**FN, "defer_loading": True}
+    tr = translate(tools=[deferred, search, {"type": "web_search"}])
+    assert [t["name"] for t in tr.body["tools"]] == ["shell"]
+    assert "defer_loading" not in tr.body["tools"][0]
+    assert tr.dropped_tools == ["tool_search", "web_search"]
+
+
 @pytest.mark.parametrize(
     ("tools", "param", "words"),
     [

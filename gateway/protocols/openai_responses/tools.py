@@ -11,6 +11,7 @@ What Codex CLI and the OpenAI Agents SDK send by default is served (issue 32):
 - hosted web search (`web_search`, `web_search_preview` and their dated names) is dropped, and
   the handler says so in `x-ezat-dropped-tools`: EZAT's catalog has no price for Anthropic's
   server-side web search, so it cannot be billed (docs/api.md);
+- `tool_search` is dropped the same way: deferred tools are all given to the model up front;
 - any other hosted tool is a 400 naming it.
 
 Wire shapes: openai-python `types/responses/{namespace_tool_param,custom_tool_param,
@@ -38,6 +39,11 @@ WEB_SEARCH = frozenset(
     {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
 )
 DROPPED_WEB_SEARCH = "web_search"
+# Searches the request's deferred tools (`defer_loading: true`) for the model. Every tool is
+# given to the model up front here (defer_loading is not honoured), so there is nothing left to
+# search: it is dropped too. Codex sends it (client-executed) for models whose metadata has
+# `supports_search_tool`, such as its GPT models.
+TOOL_SEARCH = "tool_search"
 
 
 def flat_name(name: str, namespace: str | None) -> str:
@@ -66,9 +72,10 @@ def translate_tools(raw: object, conv: Converter) -> ToolSet:
         if not isinstance(tool, dict):
             raise InvalidRequest(f"{param}: must be an object", param)
         kind = tool.get("type")
-        if kind in WEB_SEARCH:
-            if DROPPED_WEB_SEARCH not in out.dropped:
-                out.dropped.append(DROPPED_WEB_SEARCH)
+        if kind in WEB_SEARCH or kind == TOOL_SEARCH:
+            name = DROPPED_WEB_SEARCH if kind in WEB_SEARCH else TOOL_SEARCH
+            if name not in out.dropped:
+                out.dropped.append(name)
             continue
         if kind not in ("function", "custom", "namespace"):
             what = (
@@ -78,7 +85,7 @@ def translate_tools(raw: object, conv: Converter) -> ToolSet:
             )
             raise InvalidRequest(
                 f"{param}.type: {what}; function, custom and namespace tools are (web_search "
-                "is dropped)",
+                "and tool_search are dropped)",
                 f"{param}.type",
             )
         if not conv.caps.tools:
