@@ -43,15 +43,52 @@ ANTHROPIC_PREFIX = "/v1/models/"
 OPENAI_PREFIX = "/openai/v1/models/"
 
 
+def _support(value: bool) -> dict[str, bool]:
+    return {"supported": value}
+
+
+def anthropic_capabilities(m: ModelInfo) -> dict[str, Any]:
+    """Anthropic's ModelCapabilities (A-SDK `types/model_capabilities.py`; every key present),
+    as served through this gateway: what the catalog says the model does, and false for what
+    the gateway does not offer whatever the model (the Batch API, server tools: EZAT has no
+    price for web search or code execution, context management, citations it does not check)."""
+    efforts = set(m.reasoning_efforts)
+    levels = {level: _support(level in efforts) for level in ("low", "medium", "high", "max")}
+    return {
+        "batch": _support(False),
+        "citations": _support(False),
+        "code_execution": _support(False),
+        "context_management": {"supported": False},
+        "effort": {"supported": bool(efforts), **levels, "xhigh": _support("xhigh" in efforts)},
+        "image_input": _support(m.vision),
+        "pdf_input": _support(m.pdf),
+        "server_tools": {
+            "supported": False,
+            "code_execution": _support(False),
+            "web_search": _support(False),
+        },
+        "structured_outputs": _support(m.structured_outputs),
+        "thinking": {
+            "supported": m.thinking != "none",
+            "types": {
+                "adaptive": _support(m.thinking == "adaptive"),
+                "between_tools": _support(False),
+                "disabled": _support(m.thinking_can_be_disabled or m.thinking == "none"),
+                "enabled": _support(m.thinking == "extended"),
+            },
+        },
+    }
+
+
 def anthropic_model(m: ModelInfo) -> dict[str, Any]:
-    """Anthropic's ModelInfo (A-SDK `types/model_info.py`). `capabilities` is left out (it is
-    optional): its keys cover provider features (batch, server tools) this gateway does not
-    offer; GET /api/models has the catalog's own capabilities."""
+    """Anthropic's ModelInfo (A-SDK `types/model_info.py`). The TypeScript SDK declares
+    `capabilities` always present (null allowed), so it is always sent."""
     return {
         "type": "model",
         "id": m.id,
         "display_name": m.name,
         "created_at": m.created_at,
+        "capabilities": anthropic_capabilities(m),
         "lifecycle": "active",
         "deprecated_at": None,
         "retires_at": None,

@@ -275,6 +275,9 @@ async def create_response(request: ApiRequest, send: Send) -> int:
             max_tokens=tr.body["max_tokens"],
         )
         extra = FMT.rate_headers(scope.rate)
+        if tr.dropped_tools:
+            # Hosted tools EZAT does not run or bill (docs/api.md), left out, never refused.
+            extra = [*extra, (b"x-ezat-dropped-tools", ",".join(tr.dropped_tools).encode())]
         if tr.stream:
             return await _stream(request, send, exchange, tr, extra)
         return await _json(request, send, exchange, tr, extra)
@@ -325,6 +328,7 @@ async def _json(
         seal=_seal(exchange, tr),
         summary=tr.summary,
         include_encrypted=tr.include_encrypted,
+        tools=tr.tool_map,
     )
     stored = _store(exchange, tr, response, output)
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
@@ -376,13 +380,14 @@ def _translator(
         seal=_seal(exchange, tr),
         summary=tr.summary,
         include_encrypted=tr.include_encrypted,
+        tools=tr.tool_map,
     )
 
 
 def _failure(translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
     error = openai_error_object(err)
     code = error["code"] if isinstance(error["code"], str) else None
-    return translator.failure(err.message, code or str(error["type"]))
+    return translator.failure(err.message, code, FMT.error_status(err))
 
 
 async def _pump(

@@ -26,6 +26,7 @@ import pytest
 
 from gateway.simulator.testing import SimulatorThread
 from tests import services
+from tests.e2e import schemas
 from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,3 +258,17 @@ def e2e(stack: Stack) -> Stack:
     """The stack with clean simulators (records and scripted faults) for this test."""
     stack.reset_sims()
     return stack
+
+
+@pytest.fixture(autouse=True)
+def sdk_schemas() -> Iterator[schemas.Watch]:
+    """Every gateway answer a test reads is checked against the official SDKs' types
+    (tests/e2e/schemas.py); a violation fails the test, whatever its own assertions say."""
+    with schemas.watch() as seen:
+        yield seen
+    if seen.violations:
+        pytest.fail(
+            f"{len(seen.violations)} answer(s) fail the SDK types:\n"
+            + "\n".join(seen.violations[:10]),
+            pytrace=False,
+        )

@@ -141,7 +141,7 @@ def test_error_after_the_first_token_is_error_then_failed_and_billed_so_far(e2e:
             {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file_1"}]}]},
             "input[0].content[0].file_id",
         ),
-        ({"input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"input": "x", "tools": [{"type": "file_search"}]}, "tools[0].type"),
         ({"input": "x", "tools": [{"type": "code_interpreter"}]}, "tools[0].type"),
         ({"input": "x", "text": {"format": {"type": "json_object"}}}, "text.format"),
         ({"input": "x", "reasoning": {"effort": "turbo"}}, "reasoning.effort"),

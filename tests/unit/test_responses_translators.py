@@ -212,7 +212,7 @@ def test_tool_turn_without_reasoning_is_flagged() -> None:
         ({"prompt": {"id": "p"}}, "prompt"),
         ({"tools": [{"type": "file_search"}]}, "tools[0].type"),
         ({"tools": [{"type": "mcp", "server_label": "x"}]}, "tools[0].type"),
-        ({"tool_choice": {"type": "web_search"}}, "tool_choice.type"),
+        ({"tool_choice": {"type": "file_search"}}, "tool_choice.type"),
         ({"text": {"format": {"type": "json_object"}}}, "text.format"),
         ({"reasoning": {"summary": "loud"}}, "reasoning.summary"),
         ({"metadata": {"k": 1}}, "metadata.k"),

@@ -37,6 +37,7 @@ class ChatStreamTranslator:
         "_prefix",
         "_role_chunk",
         "_suffix",
+        "_tail",
         "_thinking",
         "_tool_count",
         "_tool_ids",
@@ -60,7 +61,11 @@ class ChatStreamTranslator:
             }
         )[:-1]  # drop the closing brace: choices follow
         self._prefix = b"data: " + head + b',"choices":[{"index":0,"delta":'
-        self._suffix = b',"logprobs":null,"finish_reason":null}]}\n\n'
+        # With include_usage every chunk before the usage chunk carries `"usage": null`
+        # (OpenAI does; the openai-openapi `CreateChatCompletionStreamResponse` and strict
+        # clients generated from it expect the key on every chunk of such a stream).
+        self._tail = b',"usage":null}\n\n' if include_usage else b"}\n\n"
+        self._suffix = b',"logprobs":null,"finish_reason":null}]' + self._tail
         self._usage_prefix = b"data: " + head + b',"choices":[],"usage":'
         self._role_chunk = self._prefix + b'{"role":"assistant","content":""}' + self._suffix
         self._include_usage = include_usage
@@ -257,7 +262,8 @@ class ChatStreamTranslator:
             self._prefix
             + b'{},"logprobs":null,"finish_reason":"'
             + finish_reason(self.stop_reason).encode()
-            + b'"}]}\n\n'
+            + b'"}]'
+            + self._tail
         )
         return out if self.started else self._begin() + out
 

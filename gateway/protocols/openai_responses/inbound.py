@@ -20,7 +20,8 @@ from gateway.protocols.openai.inbound_messages import Converter, short
 from gateway.protocols.openai.types import InvalidRequest, ModelCaps
 
 from .items import ItemConverter
-from .types import BUILT_IN_TOOLS, ENCRYPTED_REASONING, TranslatedResponsesRequest, Unseal
+from .tools import tool_choice, translate_tools
+from .types import ENCRYPTED_REASONING, TranslatedResponsesRequest, Unseal
 
 __all__ = ["references", "translate_request"]
 
@@ -102,16 +103,16 @@ def translate_request(
     if system:
         body["system"] = system
 
-    tools = _tools(req.get("tools"), conv)
+    toolset = translate_tools(req.get("tools"), conv)
     forced_tool = False
-    if tools:
-        body["tools"] = tools
-        choice = _tool_choice(req, tools)
+    if toolset.tools:
+        body["tools"] = toolset.tools
+        choice = tool_choice(req, toolset)
         if choice is not None:
             body["tool_choice"] = choice
             forced_tool = common.checked_forced_tool(choice, caps)
     elif req.get("tool_choice") is not None:
-        _tool_choice(req, [])  # still validated, as OpenAI does
+        tool_choice(req, toolset)  # still validated, as OpenAI does
 
     reasoning = req.get("reasoning")
     if reasoning is not None and not isinstance(reasoning, dict):
@@ -150,6 +151,8 @@ def translate_request(
         images=conv.images,
         media=conv.media,
         tool_turn_without_thinking=tool_turn_without_thinking,
+        tool_map=toolset.names,
+        dropped_tools=toolset.dropped,
     )
 
 
@@ -288,75 +291,6 @@ def _input_items(
         else:
             out.append((param, item))
     return out
-
-
-# -- tools ----------------------------------------------------------------------------------------
-
-
-def _tools(raw: object, conv: Converter) -> list[dict[str, Any]]:
-    if raw is None or raw == []:
-        return []
-    if not isinstance(raw, list):
-        raise InvalidRequest("tools: must be an array", "tools")
-    tools: list[dict[str, Any]] = []
-    names: set[str] = set()
-    for k, tool in enumerate(raw):
-        param = f"tools[{k}]"
-        if not isinstance(tool, dict):
-            raise InvalidRequest(f"{param}: must be an object", param)
-        kind = tool.get("type")
-        if kind != "function":
-            what = (
-                f"the built-in tool {short(kind)} is not supported"
-                if isinstance(kind, str) and (kind in BUILT_IN_TOOLS or kind.startswith("web_"))
-                else f"tool type {short(kind)} is not supported"
-            )
-            raise InvalidRequest(
-                f'{param}.type: {what}; only function tools (type "function") are',
-                f"{param}.type",
-            )
-        if not conv.caps.tools:
-            raise InvalidRequest(
-                f"tools: model {conv.caps.canonical_id} does not support tool use", "tools"
-            )
-        out = common.function_tool(
-            name=tool.get("name"),
-            description=tool.get("description"),
-            parameters=tool.get("parameters"),
-            strict=tool.get("strict"),
-            param=param,
-            field=param,
-            names=names,
-        )
-        conv.copy_cache_control(tool, out, param)
-        tools.append(out)
-    return tools
-
-
-def _tool_choice(req: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any] | None:
-    raw = req.get("tool_choice")
-    name: str | None = None
-    if raw is None or raw in ("auto", "none", "required"):
-        kind = raw
-    elif isinstance(raw, dict) and raw.get("type") == "function":
-        name = raw.get("name")
-        if not isinstance(name, str) or not any(t["name"] == name for t in tools):
-            raise InvalidRequest(
-                f"tool_choice.name: {short(name)} is not one of the tools", "tool_choice.name"
-            )
-        kind = "function"
-    elif isinstance(raw, dict) and isinstance(raw.get("type"), str):
-        raise InvalidRequest(
-            f"tool_choice.type: {short(raw['type'])} is not supported; use auto, none, "
-            'required or {"type": "function", "name": ...}',
-            "tool_choice.type",
-        )
-    else:
-        raise InvalidRequest(
-            'tool_choice: must be "auto", "none", "required" or {"type": "function", "name": ...}',
-            "tool_choice",
-        )
-    return common.tool_choice(kind, name, req.get("parallel_tool_calls"))
 
 
 # -- text.format ----------------------------------------------------------------------------------

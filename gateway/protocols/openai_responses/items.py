@@ -14,6 +14,7 @@ from typing import Any
 from gateway.protocols.openai.inbound_messages import Converter, parse_arguments, short
 from gateway.protocols.openai.types import InvalidRequest
 
+from .tools import CUSTOM_INPUT, flat_name
 from .types import Unseal
 
 _ROLES = ("user", "assistant", "system", "developer")
@@ -94,16 +95,17 @@ class ItemConverter:
         kind = item.get("type")
         if kind is None or kind == "message":
             self._message(item, param)
-        elif kind == "function_call":
+        elif kind == "function_call" or kind == "custom_tool_call":
             self._function_call(item, param)
-        elif kind == "function_call_output":
+        elif kind == "function_call_output" or kind == "custom_tool_call_output":
             self._function_call_output(item, param)
         elif kind == "reasoning":
             self._reasoning(item, param, trusted)
         else:
             raise InvalidRequest(
                 f"{param}.type: unsupported input item type {short(kind)}; use message, "
-                "function_call, function_call_output, reasoning or item_reference",
+                "function_call, function_call_output, custom_tool_call, "
+                "custom_tool_call_output, reasoning or item_reference",
                 f"{param}.type",
             )
 
@@ -191,9 +193,28 @@ class ItemConverter:
         name = item.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest(f"{param}.name: must be a non-empty string", f"{param}.name")
-        tool_input = parse_arguments(item.get("arguments"), f"{param}.arguments")
+        namespace = item.get("namespace")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise InvalidRequest(
+                f"{param}.namespace: must be a non-empty string", f"{param}.namespace"
+            )
+        if item.get("type") == "custom_tool_call":
+            text = item.get("input")
+            if not isinstance(text, str):
+                raise InvalidRequest(f"{param}.input: must be a string", f"{param}.input")
+            tool_input: dict[str, Any] = {CUSTOM_INPUT: text}
+        else:
+            tool_input = parse_arguments(item.get("arguments"), f"{param}.arguments")
         turn = self._turn("assistant")
-        turn.blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": tool_input})
+        turn.blocks.append(
+            {
+                "type": "tool_use",
+                "id": call_id,
+                # The name the tool has upstream (namespace tools are flattened, see tools.py).
+                "name": flat_name(name, namespace),
+                "input": tool_input,
+            }
+        )
         self.issued.add(call_id)
         self.pending_calls[call_id] = f"{param}.call_id"
 

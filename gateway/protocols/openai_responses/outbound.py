@@ -3,7 +3,8 @@
 Shapes: platforms-and-responses.md §4.3 (openai-python v3.3.1 `types/responses/response.py`,
 the OpenAI OpenAPI spec `Response`). Each Anthropic content block becomes one output item:
 thinking -> `reasoning` (summary only when asked for, the signed block sealed into
-`encrypted_content`), text -> `message` with one `output_text` part, tool_use -> `function_call`.
+`encrypted_content`), text -> `message` with one `output_text` part, tool_use -> `function_call`
+(with its `namespace` for a namespaced tool) or `custom_tool_call` for a custom tool (tools.py).
 Item ids carry the response's request id and their output index, so a stored item can be found
 again from its id alone (`item_reference`).
 """
@@ -16,20 +17,70 @@ import orjson
 
 from gateway.protocols.openai.outbound import thinking_input_block
 
-from .types import Seal
+from .tools import CUSTOM_INPUT
+from .types import Seal, ToolMap
 
 __all__ = [
+    "RESPONSE_ERROR_CODES",
     "client_output",
+    "custom_tool_call_item",
+    "error_code",
     "item_id",
     "locate_item",
     "reasoning_item",
     "response_object",
     "responses_usage",
     "status_of",
+    "tool_call_item",
     "translate_response",
 ]
 
-_PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc"}
+_PREFIXES = {
+    "message": "msg",
+    "reasoning": "rs",
+    "function_call": "fc",
+    "custom_tool_call": "ctc",
+}
+
+# `Response.error.code` is an enum (openai-python `types/responses/response_error.py`, the
+# openai-openapi `ResponseErrorCode`): strict clients (generated Go/Java/.NET, zod) reject any
+# other value, so gateway codes such as "overloaded" or "timeout" are mapped onto it.
+RESPONSE_ERROR_CODES = frozenset(
+    {
+        "server_error",
+        "rate_limit_exceeded",
+        "invalid_prompt",
+        "data_residency_mismatch",
+        "bio_policy",
+        "misalignment_policy_violation",
+        "vector_store_timeout",
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_content_policy_violation",
+        "invalid_image_mode",
+        "image_file_too_large",
+        "unsupported_image_media_type",
+        "empty_image_file",
+        "failed_to_download_image",
+        "image_file_not_found",
+    }
+)
+
+
+def error_code(status: int, code: str | None) -> str:
+    """The schema's code for a failure with this HTTP status and gateway code: the code itself
+    when the enum has it, rate_limit_exceeded for a 429, otherwise server_error (the failure
+    happened after the request was accepted, so it is the server's, as OpenAI reports it)."""
+    if code in RESPONSE_ERROR_CODES:
+        return code
+    if status == 429:
+        return "rate_limit_exceeded"
+    return "server_error"
 
 
 def item_id(kind: str, request_id: str, index: int) -> str:
@@ -104,9 +155,14 @@ def message_item(item: str, text: str, status: str = "completed") -> dict[str, A
 
 
 def function_call_item(
-    item: str, call_id: str, name: str, arguments: str, status: str = "completed"
+    item: str,
+    call_id: str,
+    name: str,
+    arguments: str,
+    status: str = "completed",
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    out = {
         "id": item,
         "type": "function_call",
         "status": status,
@@ -115,10 +171,76 @@ def function_call_item(
         # parse() and strict tools json.loads() this: an argument-less call is "{}", never "".
         "arguments": arguments or "{}",
     }
+    if namespace is not None:
+        out["namespace"] = namespace
+    return out
+
+
+def custom_tool_call_item(
+    item: str,
+    call_id: str,
+    name: str,
+    text: str,
+    status: str = "completed",
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    """A call to a custom tool (openai-python `ResponseCustomToolCall`)."""
+    out = {
+        "id": item,
+        "type": "custom_tool_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "input": text,
+    }
+    if namespace is not None:
+        out["namespace"] = namespace
+    return out
+
+
+def custom_input(tool_input: object) -> str:
+    """A custom tool's free-form input, from the one-string object it has upstream. A model
+    that sent something else still gets its input through, as JSON text."""
+    if isinstance(tool_input, dict):
+        text = tool_input.get(CUSTOM_INPUT)
+        if isinstance(text, str):
+            return text
+    return orjson.dumps(tool_input if tool_input is not None else {}).decode()
+
+
+def tool_call_item(
+    upstream_name: str,
+    call_id: str,
+    tool_input: object,
+    request_id: str,
+    index: int,
+    tools: ToolMap | None,
+) -> dict[str, Any]:
+    """A finished tool_use block as the item its tool's kind calls for."""
+    known = tools.get(upstream_name) if tools else None
+    if known is not None and known.custom:
+        return custom_tool_call_item(
+            item_id("custom_tool_call", request_id, index),
+            call_id,
+            known.name,
+            custom_input(tool_input),
+            namespace=known.namespace,
+        )
+    return function_call_item(
+        item_id("function_call", request_id, index),
+        call_id,
+        known.name if known is not None else upstream_name,
+        orjson.dumps(tool_input if tool_input is not None else {}).decode(),
+        namespace=known.namespace if known is not None else None,
+    )
 
 
 def output_items(
-    content: list[dict[str, Any]], request_id: str, seal: Seal | None, summary: bool
+    content: list[dict[str, Any]],
+    request_id: str,
+    seal: Seal | None,
+    summary: bool,
+    tools: ToolMap | None = None,
 ) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for block in content:
@@ -133,13 +255,14 @@ def output_items(
                 message_item(item_id("message", request_id, index), block.get("text") or "")
             )
         elif kind == "tool_use":
-            tool_input = block.get("input")
             items.append(
-                function_call_item(
-                    item_id("function_call", request_id, index),
-                    str(block.get("id") or ""),
+                tool_call_item(
                     str(block.get("name") or ""),
-                    orjson.dumps(tool_input if tool_input is not None else {}).decode(),
+                    str(block.get("id") or ""),
+                    block.get("input"),
+                    request_id,
+                    index,
+                    tools,
                 )
             )
     return items
@@ -193,10 +316,14 @@ def translate_response(
     seal: Seal | None,
     summary: bool,
     include_encrypted: bool,
+    tools: ToolMap | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the response object for the client, the output items with sealed reasoning to store)."""
+    """(the response object for the client, the output items with sealed reasoning to store).
+    `tools` says how calls to namespaced and custom tools are returned."""
     content = msg.get("content")
-    items = output_items(content if isinstance(content, list) else [], request_id, seal, summary)
+    items = output_items(
+        content if isinstance(content, list) else [], request_id, seal, summary, tools
+    )
     status, incomplete = status_of(msg.get("stop_reason"))
     usage = msg.get("usage")
     response = response_object(

@@ -6,7 +6,9 @@ The order follows real OpenAI recordings (platforms-and-responses.md §4.4): `re
 `.incomplete`) carrying the whole output and usage, or `error` + `response.failed`. Every event
 has a `sequence_number` (0, 1, 2, ...). openai-python's `responses.stream()` needs
 `response.created` first, `content_part.added` before text deltas and the full output in
-`response.completed` (§4.6); keep-alives are SSE comments, which every client skips.
+`response.completed` (§4.6); keep-alives are SSE comments, which every client skips. A call
+to a custom tool is a `custom_tool_call` item whose text is decoded from the upstream JSON of its
+one-string object as it streams (`response.custom_tool_call_input.delta`, then `.done`).
 
 Hot path: one `feed` per upstream event. Delta events are built from per-item prefixes rendered
 once, so a delta costs one small dumps of its text.
@@ -18,8 +20,11 @@ from typing import Any, ClassVar
 
 import orjson
 
+from .custom_input import CustomInputDecoder
 from .outbound import (
     client_output,
+    custom_tool_call_item,
+    error_code,
     function_call_item,
     item_id,
     message_item,
@@ -27,8 +32,10 @@ from .outbound import (
     response_object,
     responses_usage,
     status_of,
+    tool_call_item,
 )
-from .types import Seal
+from .tools import CUSTOM_INPUT
+from .types import Seal, ToolMap
 
 __all__ = ["ResponsesStreamTranslator"]
 
@@ -38,7 +45,7 @@ _dumps = orjson.dumps  # a global, not an attribute lookup, on the per-delta pat
 class _Item:
     """One output item being streamed."""
 
-    __slots__ = ("block", "delta_prefix", "id", "index", "kind", "opened", "pieces")
+    __slots__ = ("block", "decoder", "delta_prefix", "id", "index", "kind", "opened", "pieces")
 
     def __init__(self, kind: str, item: str, index: int, block: dict[str, Any]) -> None:
         self.kind = kind
@@ -48,6 +55,7 @@ class _Item:
         self.pieces: list[str] = []  # text, thinking or argument fragments
         self.opened = False  # a reasoning summary part was opened
         self.delta_prefix = b""
+        self.decoder: CustomInputDecoder | None = None  # a custom tool call's text so far
 
 
 class ResponsesStreamTranslator:
@@ -66,6 +74,7 @@ class ResponsesStreamTranslator:
         "_text_index",
         "_text_pieces",
         "_text_prefix",
+        "_tools",
         "finished",
         "items",
         "started",
@@ -83,8 +92,10 @@ class ResponsesStreamTranslator:
         seal: Seal | None,
         summary: bool,
         include_encrypted: bool,
+        tools: ToolMap | None = None,
     ) -> None:
         self._request_id = request_id
+        self._tools = tools or {}  # how calls to namespaced and custom tools are returned
         self._model_name = model_name
         self._created_at = created_at
         self._echo = echo
@@ -190,14 +201,16 @@ class ResponsesStreamTranslator:
         kind = "response.completed" if status == "completed" else "response.incomplete"
         return out + self._event(kind, {"response": response})
 
-    def failure(self, message: str, code: str | None) -> bytes:
-        """A failure after the stream started: `error`, then `response.failed`."""
+    def failure(self, message: str, code: str | None, status: int = 500) -> bytes:
+        """A failure after the stream started: `error`, then `response.failed`. Both carry a
+        code of the schema's enum (see `error_code`)."""
         out = self._begin()
+        code = error_code(status, code)
         out += self._event("error", {"code": code, "message": message, "param": None})
         response = self._response(
             "failed",
             output=client_output(self.items, self._include_encrypted),
-            error={"code": code or "server_error", "message": message},
+            error={"code": code, "message": message},
         )
         return out + self._event("response.failed", {"response": response})
 
@@ -290,6 +303,20 @@ class ResponsesStreamTranslator:
             self._text_prefix = item.delta_prefix
             return out
         if kind == "tool_use":
+            upstream_name = str(block.get("name") or "")
+            known = self._tools.get(upstream_name)
+            call_id = str(block.get("id") or "")
+            if known is not None and known.custom:
+                # Its input arrives as the JSON of {"input": "..."}: its text is decoded as the
+                # JSON streams (custom_input.py).
+                ctc = item_id("custom_tool_call", self._request_id, position)
+                item = _Item("custom_tool_call", ctc, position, dict(block))
+                item.decoder = CustomInputDecoder()
+                self._blocks[index] = item
+                payload = custom_tool_call_item(
+                    ctc, call_id, known.name, "", "in_progress", known.namespace
+                )
+                return self._added(item, payload)
             fc = item_id("function_call", self._request_id, position)
             item = _Item("function_call", fc, position, dict(block))
             item.delta_prefix = (
@@ -302,7 +329,12 @@ class ResponsesStreamTranslator:
             )
             self._blocks[index] = item
             payload = function_call_item(
-                fc, str(block.get("id") or ""), str(block.get("name") or ""), "", "in_progress"
+                fc,
+                call_id,
+                known.name if known is not None else upstream_name,
+                "",
+                "in_progress",
+                known.namespace if known is not None else None,
             )
             payload["arguments"] = ""
             return self._added(item, payload)
@@ -320,12 +352,20 @@ class ResponsesStreamTranslator:
                 return b""
             item.pieces.append(text)
             return self._delta(item, text)
-        if kind == "input_json_delta" and item.kind == "function_call":
+        if kind == "input_json_delta" and item.kind in ("function_call", "custom_tool_call"):
             fragment = delta.get("partial_json")
             if not isinstance(fragment, str) or not fragment:
                 return b""  # Anthropic's first fragment is often ""
             item.pieces.append(fragment)
-            return self._delta(item, fragment)
+            if item.decoder is None:
+                return self._delta(item, fragment)
+            text = item.decoder.feed(fragment)
+            if not text:
+                return b""
+            return self._event(
+                "response.custom_tool_call_input.delta",
+                {"item_id": item.id, "output_index": item.index, "delta": text},
+            )
         if kind == "thinking_delta" and item.kind == "reasoning":
             text = delta.get("thinking")
             if not isinstance(text, str) or not text:
@@ -383,12 +423,39 @@ class ResponsesStreamTranslator:
                 tool_input = item.block.get("input")
                 arguments = orjson.dumps(tool_input if tool_input else {}).decode()
                 out += self._delta(item, arguments)
-            name = str(item.block.get("name") or "")
+            upstream_name = str(item.block.get("name") or "")
+            known = self._tools.get(upstream_name)
+            name = known.name if known is not None else upstream_name
             out += self._event(
                 "response.function_call_arguments.done",
                 {**common, "arguments": arguments, "name": name},
             )
-            done = function_call_item(item.id, str(item.block.get("id") or ""), name, arguments)
+            done = function_call_item(
+                item.id,
+                str(item.block.get("id") or ""),
+                name,
+                arguments,
+                namespace=known.namespace if known is not None else None,
+            )
+        elif item.kind == "custom_tool_call":
+            done = tool_call_item(
+                str(item.block.get("name") or ""),
+                str(item.block.get("id") or ""),
+                _custom_arguments(item),
+                self._request_id,
+                position,
+                self._tools,
+            )
+            text = done["input"]
+            # What the streamed deltas have not carried yet (all of it when the input was not
+            # of the streamable shape); the .done event has the whole text in any case.
+            sent = item.decoder.text if item.decoder is not None else ""
+            rest = text[len(sent) :] if text.startswith(sent) else ""
+            if rest:
+                out += self._event(
+                    "response.custom_tool_call_input.delta", {**common, "delta": rest}
+                )
+            out += self._event("response.custom_tool_call_input.done", {**common, "input": text})
         else:
             block = item.block
             if block.get("type") == "thinking":
@@ -418,3 +485,15 @@ class ResponsesStreamTranslator:
         for key, value in usage.items():
             if value is not None:
                 self.usage[key] = value
+
+
+def _custom_arguments(item: _Item) -> object:
+    """A custom tool call's upstream input: its streamed JSON, or the input given whole in
+    content_block_start; unparsable JSON is passed on as the text itself."""
+    if not item.pieces:
+        return item.block.get("input") or {}
+    raw = "".join(item.pieces)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {CUSTOM_INPUT: raw}

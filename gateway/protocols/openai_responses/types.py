@@ -14,7 +14,8 @@ Unseal = Callable[[str, str], dict[str, Any]]
 # thinking block -> the opaque `encrypted_content` a stateless client carries.
 Seal = Callable[[dict[str, Any]], str]
 
-# Built-in (hosted) tools of the Responses API. None runs here: each is refused by name.
+# Built-in (hosted) tools of the Responses API. None runs here: each is refused by name, but
+# web search is dropped and custom/namespace tools are translated (tools.py).
 # Source: openai-python v3.3.1 `types/responses/tool_param.py` (platforms-and-responses.md §4.1).
 BUILT_IN_TOOLS = frozenset(
     {
@@ -41,6 +42,20 @@ BUILT_IN_TOOLS = frozenset(
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
+@dataclass(frozen=True, slots=True)
+class ToolName:
+    """How a call to an upstream tool goes back to the client: its name within its namespace
+    (None: a top-level tool), and whether it is a custom tool (a `custom_tool_call` item)."""
+
+    name: str
+    namespace: str | None
+    custom: bool
+
+
+# Upstream tool name -> its client-side name; only namespaced and custom tools are in it.
+ToolMap = dict[str, ToolName]
+
+
 @dataclass(slots=True)
 class TranslatedResponsesRequest:
     """One Responses request as a Messages body, plus what the answer must echo or keep."""
@@ -64,3 +79,7 @@ class TranslatedResponsesRequest:
     # Assistant tool_use turns that carried no reasoning: with thinking on, the gateway turns
     # thinking off for this request rather than let the upstream refuse it.
     tool_turn_without_thinking: bool = False
+    # How calls to namespaced and custom tools are returned (see tools.py).
+    tool_map: ToolMap = field(default_factory=dict)
+    # Hosted tools left out of the request (x-ezat-dropped-tools), e.g. ["web_search"].
+    dropped_tools: list[str] = field(default_factory=list)

@@ -146,6 +146,53 @@ def agents_errors() -> dict[str, Any]:
     return out
 
 
+def agents_files() -> dict[str, Any]:
+    """The agent conformance suite's loop (tests/e2e/test_agents_openai_sdk.py): function tools
+    that write, read and patch a file in EZAT_WORKDIR, beside the hosted WebSearchTool (which
+    the gateway drops); Runner.run, or Runner.run_streamed when EZAT_STREAM=1."""
+    from pathlib import Path
+
+    from agents import Runner, WebSearchTool, function_tool
+
+    work = Path(os.environ["EZAT_WORKDIR"])
+    calls: list[str] = []
+
+    @function_tool
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        calls.append("write_file")
+        (work / path).write_text(content)
+        return f"wrote {len(content)} characters to {path}"
+
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        calls.append("read_file")
+        return (work / path).read_text()
+
+    @function_tool
+    def patch_file(path: str, old: str, new: str) -> str:
+        """Replace text in a file."""
+        calls.append("patch_file")
+        target = work / path
+        target.write_text(target.read_text().replace(old, new))
+        return f"patched {path}"
+
+    agent = _agent(tools=[write_file, read_file, patch_file, WebSearchTool()])
+    prompt = os.environ["EZAT_PROMPT"]
+
+    async def run() -> dict[str, Any]:
+        if os.environ.get("EZAT_STREAM") == "1":
+            result = Runner.run_streamed(agent, prompt)
+            kinds = [event.type async for event in result.stream_events()]
+            return {"final_output": result.final_output, "events": sorted(set(kinds))}
+        done = await Runner.run(agent, prompt)
+        return {"final_output": done.final_output, "events": []}
+
+    out = asyncio.run(run())
+    return {**out, "calls": calls}
+
+
 def instructor_json_schema() -> dict[str, Any]:
     """instructor's JSON_SCHEMA mode on chat completions: pydantic's schema, sent as is."""
     import instructor
@@ -180,6 +227,7 @@ SCENARIOS = {
     "agents_stream": agents_stream,
     "agents_structured": agents_structured,
     "agents_errors": agents_errors,
+    "agents_files": agents_files,
     "instructor_json_schema": instructor_json_schema,
 }
 
