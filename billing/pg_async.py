@@ -42,6 +42,13 @@ def _prepare() -> bool | None:
     return None if settings.DB_TRANSACTION_POOLING else True
 
 
+class PipelineRefused(psycopg.DataError):
+    """A multi-row batch failed while psycopg was leaving pipeline mode with its bookkeeping
+    out of step ("pop from an empty deque", seen after a refused row under load): which row was
+    refused is unknown, so the batch counts as refused and the caller splits it (single rows go
+    without a pipeline and get the server's own answer; rows already stored are skipped)."""
+
+
 class AsyncPgInserter:
     """One autocommit connection per event loop; reconnects once if it was lost."""
 
@@ -78,6 +85,11 @@ class AsyncPgInserter:
                 self.close()
                 if attempt == 2:
                     raise
+            except IndexError as exc:
+                if len(rows) == 1:
+                    raise
+                self.close()
+                raise PipelineRefused(f"the batch failed in pipeline mode ({exc})") from exc
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         loop = asyncio.get_running_loop()
