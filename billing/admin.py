@@ -62,7 +62,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Cost", ordering="cost_nano")
     def cost_usd(self, obj: UsageRecord) -> str:
-        return format_usd(obj.cost_nano)
+        return money.usd_cost(obj.cost_nano)  # a per-request cost: the log's 6 decimals
 
     @admin.display(description="Itemised cost")
     def itemised_cost(self, obj: UsageRecord) -> str:
@@ -75,20 +75,20 @@ class UsageRecordAdmin(ReadOnlyAdmin):
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
-                (item["kind"], f"{item['tokens']:,}", item["usd_per_mtok"], item["usd"])
+                (item["kind"], f"{item['tokens']:,}", f"${item['usd_per_mtok']}", item["usd_text"])
                 for item in cost["items"]
             ),
         )
         return format_html(
             "<p>Prompt of {} tokens → {}; price version {}.</p>"
             "<table><thead><tr><th>kind</th><th>tokens</th><th>USD per million tokens</th>"
-            "<th>USD</th></tr></thead><tbody>{}</tbody></table>"
-            "<p>Total, rounded once to the nano-dollar: {} USD</p>",
+            "<th>Cost</th></tr></thead><tbody>{}</tbody></table>"
+            "<p>Total billed (rounded once to the nano-dollar): {}</p>",
             f"{cost['prompt_tokens']:,}",
             tier,
             cost["price_version"] if cost["price_version"] is not None else "(before versions)",
             rows,
-            money.usd_from_nano(cost["total_nano"]),
+            money.usd_cost(cost["total_nano"]),
         )
 
     @admin.display(description="Tokens in / out")
@@ -152,7 +152,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Cost")
     def cost_usd(self, obj: RequestLog) -> str:
-        return format_usd(obj.cost_nano)
+        return money.usd_cost(obj.cost_nano)
 
     @admin.display(description="Request")
     def request_page(self, obj: RequestLog) -> SafeString:

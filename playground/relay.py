@@ -107,6 +107,7 @@ def _usage_row(org_id: int, request_id: str) -> dict[str, Any] | None:
         "reasoning_tokens": record.reasoning_tokens,
         "cost_nano": record.cost_nano,
         "cost_usd": money.usd_from_nano(record.cost_nano),
+        "cost": money.usd_cost(record.cost_nano),  # the text the request log shows
         "detail_url": reverse("dashboard:request", args=[record.request_id]),
     }
 

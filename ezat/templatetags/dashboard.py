@@ -47,34 +47,10 @@ def usd_cost(nano: int | None) -> str:
     return "—" if nano is None else money.usd_cost(int(nano))
 
 
-@register.filter
-def usd_column(nanos: Sequence[int | None]) -> list[str]:
-    """Totals sharing a column, with one precision: `{% with amounts=values|usd_column %}`."""
-    return money.usd_column([int(n or 0) for n in nanos])
-
-
-@register.filter
-def usd_column_signed(nanos: Sequence[int | None]) -> list[str]:
-    return money.usd_column([int(n or 0) for n in nanos], sign=True)
-
-
 @register.simple_tag
-def usd_in(value: int | None, rows: Sequence[object], attr: str, signed: bool = False) -> str:
-    """`value` in the one precision of its column (`attr` of every row in `rows`).
-
-    `{% usd_in s.total_cost report.series "total_cost" %}`: $12.00 and $0.006569 in one column
-    read $12.000000 and $0.006569, not two precisions. Tables here are a page (≤ 100 rows).
-    """
-    if value is None:
-        return "—"
-    column = [_cell(r, attr) for r in rows]
-    places = max(money.total_places(n) for n in [*column, int(value)])
-    return money.usd_total(int(value), sign=signed, places=places)
-
-
-def _cell(row: object, attr: str) -> int:
-    value = row.get(attr) if isinstance(row, dict) else getattr(row, attr, None)
-    return int(value or 0)
+def usd_cap(nano: int | None, period: str = "month") -> str:
+    """A spend cap as set: "$5 / month", "$0.0001 / day"; "none" without a cap."""
+    return money.usd_cap(None if nano is None else int(nano), period or "month")
 
 
 @register.filter
@@ -282,11 +258,3 @@ def legend(series: Sequence[object]) -> SafeString:
 @register.filter
 def swatch(label: str) -> str:
     return series_colour(str(label))
-
-
-@register.filter
-def usd_exact(nano: int | None) -> str:
-    """All nine decimals (receipts: the amount exactly as billed)."""
-    if nano is None:
-        return "—"
-    return f"${money.usd_from_nano(int(nano), 9)}"

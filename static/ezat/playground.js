@@ -91,7 +91,7 @@
       if (data.missing) { $("pg-cost").textContent = "not recorded yet — see the request log"; return; }
       $("pg-tokens").textContent = (data.input_tokens + data.cache_read_tokens + data.cache_write_tokens) + " / " + data.output_tokens +
         (data.reasoning_tokens ? " (" + data.reasoning_tokens + " reasoning)" : "");
-      $("pg-cost").textContent = "$" + data.cost_usd;
+      $("pg-cost").textContent = data.cost || ("$" + data.cost_usd);
       var link = $("pg-detail");
       link.textContent = data.request_id;
       link.href = data.detail_url;
