@@ -98,6 +98,7 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
                 spend_cap_nano=form.spend_cap_nano,
                 spend_cap_period=form.cleaned_data["spend_cap_period"],
                 allowed_models=form.cleaned_data["allowed_models"],
+                allowed_ips=form.cleaned_data["allowed_ips"],
                 expires_at=form.cleaned_data["expires_at"],
                 created_by=request.user,  # type: ignore[arg-type]
             )
@@ -161,6 +162,7 @@ def key_edit(request: HttpRequest, membership: Membership, key_id: int) -> HttpR
                 name=form.cleaned_data["name"],
                 spend_cap_period=form.cleaned_data["spend_cap_period"],
                 allowed_models=form.cleaned_data["allowed_models"],
+                allowed_ips=form.cleaned_data["allowed_ips"],
                 expires_at=form.cleaned_data["expires_at"] if changed else key.expires_at,
             )
         except AccountsError as exc:
