@@ -49,7 +49,9 @@ def test_dashboard_create_and_edit(org_a: Organization, owner_a: object) -> None
     edit = client.get(reverse("dashboard:key-edit", args=[key.pk])).content.decode()
     assert "192.0.2.0/24\n::1/128" in edit
     bad = client.post(reverse("dashboard:key-edit", args=[key.pk]), {"allowed_ips": "nope"})
-    assert bad.status_code == 200 and "&#x27;nope&#x27; is not an IP address" in bad.content.decode()
+    assert (
+        bad.status_code == 200 and "&#x27;nope&#x27; is not an IP address" in bad.content.decode()
+    )
     key.refresh_from_db()
     assert key.allowed_ips == ["192.0.2.0/24", "::1/128"]
 
