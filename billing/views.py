@@ -131,6 +131,7 @@ def home(request: HttpRequest, membership: Membership) -> HttpResponse:
         active_keys=ApiKey.objects.filter(org=org, revoked_at__isnull=True).count(),
         report=sel.usage_report(org, period, "model"),
         recent=[_display(r) for r in sel.recent_requests(org, 10)],
+        ws_path=f"/ws/requests/?org={org.pk}",
     )
     return render(request, "dashboard/home.html", context)
 

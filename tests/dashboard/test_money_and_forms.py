@@ -70,7 +70,7 @@ def test_request_rows_use_one_cost_precision_and_seconds(world: World) -> None:
     make_usage(org, key, "req_acme_free", cost_nano=0, latency_ms=850)
     make_usage(org, key, "req_acme_odd", cost_nano=23_369_000, latency_ms=999)
     html = _html(world.client(world.a.owner).get(reverse("dashboard:requests")))
-    costs = re.findall(r'<td class="num mono">(\$[0-9.,]+)</td>', html)
+    costs = re.findall(r'<td class="num mono col-cost">(\$[0-9.,]+)</td>', html)
     assert {"$0.026100", "$0.000000", "$0.023369", "$0.006000"} <= set(costs)
     assert {len(c.partition(".")[2]) for c in costs} == {6}  # one precision in the column
     assert ">11.5 s<" in html and ">11509 ms<" not in html  # the exact ms stay in the tooltip

@@ -67,7 +67,7 @@ def priced(world: World) -> UsageRecord:
 def test_one_cost_reads_the_same_on_every_page(world: World, priced: UsageRecord) -> None:
     client = world.client(world.a.owner)
     log = _html(client.get(reverse("dashboard:requests") + "?request_id=req_acme_rule_1"))
-    assert '<td class="num mono">$0.000930</td>' in log
+    assert '<td class="num mono col-cost">$0.000930</td>' in log
     detail = _html(client.get(f"/dashboard/requests/{priced.request_id}"))
     assert 'data-nano="930000">$0.000930<' in detail
     assert "$0.000930000" not in detail

@@ -1,0 +1,122 @@
+"""Issue 34 "done when", in real Chromium at 1280 px and 390 px (screenshots of each in
+artifacts/screenshots/v3-*.png): the cost column is inside the viewport, the chart shows today,
+every money figure follows the one rule, and the live views keep their counts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import openai
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import App, new_page, shot, sign_in
+
+pytestmark = pytest.mark.browser
+
+WIDTHS = {1280: 900, 390: 844}
+COST = re.compile(r"^−?\$\d{1,3}(,\d{3})*\.\d{6}$")  # per-request: 6 decimals (ezat/money.py)
+TOTAL = re.compile(r"^[−+]?\$\d{1,3}(,\d{3})*\.\d{2,9}$")  # balances and totals
+
+# The box of an element as the user sees it: clipped by every scrolling or clipping ancestor.
+VISIBLE_BOX_JS = """
+(el) => {
+  let r = el.getBoundingClientRect();
+  let left = r.left, right = r.right, top = r.top, bottom = r.bottom;
+  for (let p = el.parentElement; p; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX;
+    if (o === 'auto' || o === 'scroll' || o === 'hidden' || o === 'clip') {
+      const b = p.getBoundingClientRect();
+      left = Math.max(left, b.left); right = Math.min(right, b.right);
+    }
+  }
+  return {left, right, width: r.width, full: right - left >= r.width - 0.5,
+          vw: document.documentElement.clientWidth, display: getComputedStyle(el).display};
+}
+"""
+
+
+def _page(browser: Any, app: App, width: int) -> Any:
+    page = new_page(browser, width=width, height=WIDTHS[width])
+    sign_in(page, app, app.customer)
+    return page
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_cost_column_is_inside_the_viewport(browser: Any, own_app: App, width: int) -> None:
+    page = _page(browser, own_app, width)
+    try:
+        for path, name in (("/dashboard/requests/", "requests"), ("/dashboard/", "overview")):
+            page.goto(own_app.url + path)
+            cells = page.locator("#request-log tbody tr td.col-cost")
+            expect(cells.first).to_be_visible()
+            assert cells.count() >= 5
+            for i in range(min(cells.count(), 8)):
+                box = cells.nth(i).evaluate(VISIBLE_BOX_JS)
+                assert box["full"] and box["right"] <= box["vw"] + 0.5, (path, width, box)
+                assert COST.match(cells.nth(i).inner_text().strip()), cells.nth(i).inner_text()
+            for column in ("col-time", "col-model", "col-status", "col-tokens"):
+                cell = page.locator(f"#request-log tbody tr td.{column}").first
+                box = cell.evaluate(VISIBLE_BOX_JS)
+                assert box["display"] != "none" and box["full"], (path, width, column, box)
+            if width < 640:
+                # A two-line card: model and status above, time, tokens and cost below.
+                row = page.locator("#request-log tbody tr").first
+                lines = row.evaluate(
+                    "(tr) => new Set(Array.from(tr.children).filter((td) =>"
+                    " getComputedStyle(td).display !== 'none').map((td) =>"
+                    " Math.round(td.getBoundingClientRect().top))).size"
+                )
+                assert lines == 2, lines
+                assert page.locator("#request-log thead").evaluate(
+                    "(h) => h.getBoundingClientRect().height <= 1"
+                )
+            shot(page, f"v3-{name}-{width}")
+    finally:
+        page.context.close()
+
+
+def test_live_views_keep_their_counts(browser: Any, own_app: App) -> None:
+    """Item 4: the live feed's "N requests" grows with its rows; the overview's recent list and
+    its 24-hour count update without a reload."""
+    from tests.browser.test_request_log_browser import _in_thread
+
+    def key() -> str:
+        from accounts import services
+        from accounts.models import Organization
+
+        with own_app.blocker.unblock():
+            org = Organization.objects.get(pk=own_app.org_id)
+            return services.create_api_key(org=org, name="v3-live").secret
+
+    secret = str(_in_thread(key))
+    client = openai.OpenAI(base_url=own_app.url + "/openai/v1", api_key=secret, max_retries=0)
+    log = _page(browser, own_app, 1280)
+    home = log.context.new_page()
+    try:
+        log.goto(own_app.url + "/dashboard/requests/")
+        expect(log.locator("#live-status")).to_have_text("live")
+        count = log.get_by_test_id("request-count")
+        before = int(count.inner_text().split()[0].replace(",", ""))
+        home.goto(own_app.url + "/dashboard/")
+        requests_24h = home.get_by_test_id("requests-24h")
+        before_24h = int(requests_24h.inner_text().replace(",", ""))
+        # Wait until the overview's socket is open: a row pushed before it would be missed.
+        expect(home.locator("#request-log")).to_have_attribute("data-live", "open")
+        raw = client.chat.completions.with_raw_response.create(
+            model="sonnet", messages=[{"role": "user", "content": "live counts"}], max_tokens=16
+        )
+        request_id = raw.headers["x-request-id"]
+        expect(
+            log.locator(f'#request-log tbody tr[data-request-id="{request_id}"]')
+        ).to_be_visible()
+        expect(count).to_have_text(f"{before + 1:,} requests")
+        live_row = home.locator(f'#request-log tbody tr[data-request-id="{request_id}"]')
+        expect(live_row).to_be_visible()
+        expect(requests_24h).to_have_text(f"{before_24h + 1:,}")
+        assert home.locator("#request-log tbody tr").count() <= 10
+        assert COST.match(live_row.locator("td.col-cost").inner_text().strip())
+        shot(home, "v3-overview-live-1280")
+    finally:
+        log.context.close()
