@@ -120,3 +120,49 @@ def test_live_views_keep_their_counts(browser: Any, own_app: App) -> None:
         shot(home, "v3-overview-live-1280")
     finally:
         log.context.close()
+
+
+CHART_JS = """
+() => {
+  const shown = Array.from(document.querySelectorAll('svg.chart')).filter(
+    (s) => getComputedStyle(s).display !== 'none');
+  return shown.map((svg) => {
+    const box = svg.getBoundingClientRect(), box_parent = svg.parentElement.getBoundingClientRect();
+    const labels = Array.from(svg.querySelectorAll('text.axis.x'));
+    const last = labels[labels.length - 1], r = last.getBoundingClientRect();
+    const fills = new Set(Array.from(svg.querySelectorAll('rect')).map((x) => x.getAttribute('fill')));
+    return {last: last.textContent, lastLeft: r.left, lastRight: r.right,
+            left: box.left, right: box.right, parentRight: box_parent.right,
+            vw: document.documentElement.clientWidth, fills: fills.size,
+            narrow: svg.classList.contains('chart-narrow'),
+            font: Math.min(...Array.from(svg.querySelectorAll('text')).map((t) =>
+              parseFloat(getComputedStyle(t).fontSize) * Math.abs(t.getScreenCTM().a)))};
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_charts_fit_their_box_and_show_today(browser: Any, own_app: App, width: int) -> None:
+    page = _page(browser, own_app, width)
+    try:
+        for path, name in (("/dashboard/", "overview"), ("/dashboard/usage/?days=30", "usage")):
+            page.goto(own_app.url + path)
+            charts = page.evaluate(CHART_JS)
+            # One chart per metric: the narrow one (latest days) on a phone, the wide one else.
+            assert len(charts) == (1 if path == "/dashboard/" else 2), (path, width, charts)
+            assert all(c["narrow"] == (width < 640) for c in charts), (path, width, charts)
+            assert min(c["font"] for c in charts) >= (11 if width < 640 else 9), charts
+            for chart in charts:
+                # Fits its box (no scrolling to find today) and ends with today, on screen.
+                assert chart["right"] <= chart["parentRight"] + 0.5, chart
+                assert chart["last"] == "Today", chart
+                assert chart["lastLeft"] >= 0 and chart["lastRight"] <= chart["vw"], chart
+            # Two models seeded: two distinct colours in the cost chart.
+            assert charts[0]["fills"] == 2, charts[0]
+            for text in page.locator(".stat .value").all_inner_texts():
+                if "$" in text:
+                    assert TOTAL.match(text.strip()), text
+            shot(page, f"v3-chart-{name}-{width}")
+    finally:
+        page.context.close()
