@@ -283,6 +283,9 @@ def _savings_nano(cache_read_tokens: int, price_input: Any, price_cache_read: An
     return Decimal(cache_read_tokens) * delta * 1000
 
 
+savings_nano = _savings_nano  # the one rule, shared with billing/cache_selectors.py
+
+
 def usage_report(
     org: Organization, period: Period, split: str = "model", filters: UsageFilters = NO_FILTERS
 ) -> UsageReport:

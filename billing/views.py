@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET
 
 from accounts.models import ApiKey, Membership
 from accounts.web import org_view, page
+from billing import cache_selectors as cache
 from billing import dashboard_selectors as sel
 from billing import request_log_selectors as log
 from billing import usage_health_selectors as health
@@ -165,6 +166,12 @@ def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
         filters=filters,
         spend_today_nano=sel.spend_since(org, sel.today_start(), filters),
         cache_rates=sel.cache_hit_rates(org, period, filters),
+        cache_tables=[
+            cache.prompt_cache(
+                filters.apply(cache.org_records(org, period.start, period.end)), org, group
+            )
+            for group in cache.GROUPS
+        ],
         health_tables=[
             ("model", health.health(org, period, "model", filters), "health-by-model"),
             ("key", health.health(org, period, "key", filters), "health-by-key"),

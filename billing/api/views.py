@@ -13,10 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.api.base import OrgScopedAPIView, parse_query
+from billing import cache_selectors as cache
 from billing import request_log_selectors as log
 from billing.api import selectors
 from billing.api.serializers import (
     BalanceSerializer,
+    CacheQuerySerializer,
+    CacheReportSerializer,
     LedgerEntrySerializer,
     LedgerQuerySerializer,
     RequestDetailSerializer,
@@ -44,6 +47,25 @@ class UsageSummaryView(OrgScopedAPIView):
             self.org, group_by=query["group_by"], since=query.get("since"), until=query.get("until")
         )
         return Response(UsageSummarySerializer(summary).data)
+
+
+class PromptCacheView(OrgScopedAPIView):
+    """Prompt-cache figures per model or per key (issue 34)."""
+
+    @extend_schema(
+        operation_id="usage_prompt_cache",
+        summary="Prompt-cache figures per model or key",
+        description="Cache-read tokens, hit rate (cache read ÷ all input) and the money the "
+        "cache saved, over `since` ≤ time < `until`.",
+        tags=["usage"],
+        parameters=[CacheQuerySerializer],
+        responses=CacheReportSerializer,
+    )
+    def get(self, request: Request, org_id: int) -> Response:
+        query = parse_query(CacheQuerySerializer, request)
+        records = cache.org_records(self.org, query.get("since"), query.get("until"))
+        report = cache.prompt_cache(records, self.org, query["group_by"])
+        return Response(CacheReportSerializer(report).data)
 
 
 class RequestLogView(OrgScopedAPIView):
