@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from billing import org_admin  # noqa: F401  (registers the Organization admin)
+from billing.admin_filters import KeyFilter, ModelFilter, OrgFilter
 from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.selectors import itemised_cost
 from ezat import money
@@ -48,7 +49,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "cost_usd",
         "reconciled",
     )
-    list_filter = ("status", "output_exact", "api", "stream")
+    list_filter = (OrgFilter, ModelFilter, KeyFilter, "status", "output_exact", "api", "stream")
     list_select_related = ("org", "api_key")
     # "=" makes request-id search an exact (indexed) lookup.
     search_fields = ("=request_id", "org__name", "model_id")
@@ -139,7 +140,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
         "cost_usd",
         "latency_ms",
     )
-    list_filter = ("status", "http_status", "api", "stream")
+    list_filter = (OrgFilter, ModelFilter, KeyFilter, "status", "http_status", "api", "stream")
     list_select_related = ("org", "api_key")
     search_fields = ("=request_id", "org__name", "model_id")
     date_hierarchy = "created_at"

@@ -166,3 +166,20 @@ def test_charts_fit_their_box_and_show_today(browser: Any, own_app: App, width: 
             shot(page, f"v3-chart-{name}-{width}")
     finally:
         page.context.close()
+
+
+def test_skip_link_and_favicon(browser: Any, own_app: App) -> None:
+    page = _page(browser, own_app, 390)
+    try:
+        page.goto(own_app.url + "/dashboard/usage/?days=30")
+        skip = page.get_by_test_id("skip-link")
+        assert skip.evaluate("(a) => a.getBoundingClientRect().bottom <= 0")  # off-screen
+        page.keyboard.press("Tab")
+        expect(skip).to_be_focused()
+        assert skip.evaluate("(a) => a.getBoundingClientRect().top >= 0")  # shown when focused
+        page.keyboard.press("Enter")
+        expect(page.locator("main#main")).to_be_focused()
+        icon = page.request.get(own_app.url + "/favicon.ico")
+        assert icon.ok and "svg" in icon.headers["content-type"]
+    finally:
+        page.context.close()
