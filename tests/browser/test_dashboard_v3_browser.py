@@ -183,3 +183,44 @@ def test_skip_link_and_favicon(browser: Any, own_app: App) -> None:
         assert icon.ok and "svg" in icon.headers["content-type"]
     finally:
         page.context.close()
+
+
+def test_playground_spinner_stop_and_empty_prompt(browser: Any, own_app: App) -> None:
+    """Item 6: an empty prompt is refused next to the field without a request; a run shows a
+    spinner and a Stop button, and Stop ends it."""
+    import httpx
+
+    from tests.browser.test_request_log_browser import _sim_url
+
+    page = _page(browser, own_app, 1280)
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/playground/run") else None)
+    try:
+        page.goto(own_app.url + "/dashboard/playground/")
+        page.fill("#pg-prompt", "   ")
+        page.click("#pg-run")
+        expect(page.get_by_test_id("pg-prompt-error")).to_be_visible()
+        expect(page.locator("#pg-prompt")).to_have_attribute("aria-invalid", "true")
+        assert sent == []  # nothing was sent
+        shot(page, "v3-playground-empty-1280")
+        # A slow stream (the simulator waits 0.4 s between events), stopped midway.
+        httpx.post(
+            _sim_url(own_app) + "/_sim/script",
+            json={"faults": [{"match": "slow playground run", "event_delay": 0.4, "times": 1}]},
+            timeout=10,
+        )
+        page.fill("#pg-prompt", "A slow playground run, please.")
+        expect(page.get_by_test_id("pg-prompt-error")).to_be_hidden()
+        page.click("#pg-run")
+        expect(page.get_by_test_id("pg-spinner")).to_be_visible()
+        expect(page.get_by_test_id("pg-stop")).to_be_visible()
+        expect(page.locator("#pg-run")).to_be_disabled()
+        shot(page, "v3-playground-running-1280")
+        page.get_by_test_id("pg-stop").click()
+        expect(page.get_by_test_id("pg-stopped")).to_be_visible()
+        expect(page.get_by_test_id("pg-spinner")).to_be_hidden()
+        expect(page.get_by_test_id("pg-stop")).to_be_hidden()
+        expect(page.locator("#pg-run")).to_be_enabled()
+        expect(page.locator("#pg-error")).to_be_hidden()
+    finally:
+        page.context.close()
