@@ -43,3 +43,45 @@ def test_overview_and_log_are_live_with_counts(world: World) -> None:
     assert re.search(r'data-testid="requests-24h" data-live-count="\d+"', home)
     log = _html(client.get(reverse("dashboard:requests")))
     assert 'data-live-count="2" data-unit="request">2 requests</span>' in log
+
+
+def _ids(html: str) -> list[str]:
+    return re.findall(r'<tr data-request-id="([^"]+)"', html)
+
+
+def test_date_range_sorting_and_filters_stay_in_the_url(world: World) -> None:
+    """Item 8: a date range, sorting by time, cost and latency, filters by key, model and
+    status; all in the URL (the sort links and pages keep the other filters)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.dashboard.conftest import make_usage
+
+    org, key = world.a.org, world.a.key
+    now = timezone.now()
+    make_usage(org, key, "req_acme_cheap_slow", cost_nano=1_000, latency_ms=9_000)
+    make_usage(org, key, "req_acme_dear_fast", cost_nano=90_000_000, latency_ms=50)
+    make_usage(org, key, "req_acme_old", created_at=now - timedelta(days=10))
+    client = world.client(world.a.owner)
+    url = reverse("dashboard:requests")
+    by_cost = _ids(_html(client.get(url, {"sort": "-cost", "key": key.pk, "status": "ok"})))
+    assert by_cost[0] == "req_acme_dear_fast" and by_cost[-1] == "req_acme_cheap_slow", by_cost
+    by_latency = _ids(_html(client.get(url, {"sort": "-latency"})))
+    assert by_latency[0] == "req_acme_cheap_slow" and by_latency[-1] == "req_acme_dear_fast"
+    oldest = _ids(_html(client.get(url, {"sort": "time"})))
+    assert oldest[0] == "req_acme_old"
+    # The range: UTC days, both ends included.
+    day = (now - timedelta(days=10)).date()
+    ranged = _html(client.get(url, {"since": day.isoformat(), "until": day.isoformat()}))
+    assert _ids(ranged) == ["req_acme_old"]
+    assert f"since={day.isoformat()}&amp;until={day.isoformat()}" in ranged  # the CSV link too
+    recent = _ids(_html(client.get(url, {"since": (now - timedelta(days=1)).date().isoformat()})))
+    assert "req_acme_old" not in recent and "req_acme_dear_fast" in recent
+    # Sort links keep the filters and flip the sorted column; aria-sort says which it is.
+    html = _html(client.get(url, {"sort": "-cost", "status": "ok"}))
+    th = re.search(r'<th class="num col-cost" aria-sort="descending"><a href="\?([^"]+)"', html)
+    assert th is not None and set(th.group(1).split("&amp;")) == {"status=ok", "sort=cost"}
+    assert 'id="live-status"' not in html  # sorted by cost: live rows would land anywhere
+    bad = _html(client.get(url, {"since": "2026-02-02", "until": "2026-02-01"}))
+    assert "The end date is before the start date." in bad
