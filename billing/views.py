@@ -23,6 +23,7 @@ from billing import cache_selectors as cache
 from billing import dashboard_selectors as sel
 from billing import request_log_selectors as log
 from billing import usage_health_selectors as health
+from billing.key_spend import KeySpend, key_spend
 from billing.models import RequestLog
 
 PERIODS = ((7, "7 days"), (30, "30 days"), (90, "90 days"))
@@ -204,8 +205,17 @@ def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
             ("key", health.health(org, period, "key", filters), "health-by-key"),
         ],
         period_links=period_links,
+        key_spend=_key_spend(org, filters, period),
     )
     return render(request, "dashboard/usage.html", context)
+
+
+def _key_spend(org: Any, filters: sel.UsageFilters, period: sel.Period) -> KeySpend | None:
+    """One key's spend per day beside its cap, when the page is narrowed to a key (by day)."""
+    if not filters.key_id or period.hourly:
+        return None
+    key = ApiKey.objects.filter(org=org, pk=filters.key_id).defer("key_hash").first()
+    return None if key is None else key_spend(key, period.buckets)
 
 
 def _display(record: RequestLog) -> dict[str, Any]:

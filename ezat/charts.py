@@ -140,6 +140,8 @@ class Chart:
     title: str
     colours: dict[str, str]
     today: date
+    cap: int | None = None  # a spend cap (nano-USD): a dashed line at its height
+    cap_text: str = ""
 
 
 def _svg(chart: Chart, width: int, height: int, max_labels: int, css: str) -> str:
@@ -150,7 +152,8 @@ def _svg(chart: Chart, width: int, height: int, max_labels: int, css: str) -> st
     )
     n = max(len(chart.buckets), 1)
     totals = [sum(v[i] for v in chart.values) for i in range(len(chart.buckets))]
-    ceiling = _ceiling(max(max(totals, default=0), 1), integer=chart.metric != "cost")
+    peak = max([*totals, chart.cap or 0, 1])
+    ceiling = _ceiling(peak, integer=chart.metric != "cost")
     ticks = [fmt(ceiling * i / 4) for i in range(5)]
     right, top, bottom = 12, 12, 30
     left = max(48, 12 + AXIS_CHAR_WIDTH * max(len(t) for t in ticks))
@@ -179,6 +182,21 @@ def _svg(chart: Chart, width: int, height: int, max_labels: int, css: str) -> st
                 left - 6,
                 f"{y + 4:.1f}",
                 ticks[i],
+            )
+        )
+    if chart.cap is not None:
+        y = top + plot_h - plot_h * chart.cap / ceiling
+        parts.append(
+            format_html(
+                '<line class="cap" x1="{}" x2="{}" y1="{}" y2="{}"/>'
+                '<text class="axis cap-label" x="{}" y="{}" text-anchor="end">{}</text>',
+                left,
+                width - right,
+                f"{y:.1f}",
+                f"{y:.1f}",
+                width - right,
+                f"{max(y - 5, 11):.1f}",
+                chart.cap_text,
             )
         )
     slot = plot_w / n
@@ -232,17 +250,19 @@ def stacked_bars(
     metric: str,
     title: str,
     today: date,
+    cap: int | None = None,
+    cap_text: str = "",
 ) -> SafeString:
     """The wide chart and the narrow one (the latest days or hours), or a message when empty."""
     totals = [sum(v[i] for v in values) for i in range(len(buckets))]
-    if max(totals, default=0) == 0:
+    if max(totals, default=0) == 0 and cap is None:
         # No axes to misread: just the message (issue 19).
         return format_html(
             '<p class="chart-empty muted" role="img" aria-label="{}">No usage in this period</p>',
             title,
         )
     colours = series_colours(labels)
-    chart = Chart(buckets, labels, values, metric, title, colours, today)
+    chart = Chart(buckets, labels, values, metric, title, colours, today, cap, cap_text)
     hourly = bool(buckets) and isinstance(buckets[0], datetime)
     keep = NARROW_HOURS if hourly else NARROW_DAYS
     latest = Chart(
@@ -253,9 +273,11 @@ def stacked_bars(
         f"{title} (latest {'hours' if hourly else 'days'})",
         colours,
         today,
+        cap,
+        cap_text,
     )
     wide = _svg(chart, *WIDE, css="chart chart-wide")
-    if any(any(v) for v in latest.values):
+    if any(any(v) for v in latest.values) or cap is not None:
         narrow = _svg(latest, *NARROW, css="chart chart-narrow")
     else:
         narrow = format_html(

@@ -35,6 +35,13 @@ class UsageQuerySerializer(RangeQuerySerializer):
     group_by = serializers.ChoiceField(
         choices=GROUP_BY_CHOICES, required=False, allow_null=True, help_text="Default: day."
     )
+    key_id = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="Only this key's usage (with group_by=day: its spend per day; its cap is on "
+        "GET …/keys/{key_id}).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)

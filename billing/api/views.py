@@ -44,7 +44,11 @@ class UsageSummaryView(OrgScopedAPIView):
     def get(self, request: Request, org_id: int) -> Response:
         query = parse_query(UsageQuerySerializer, request)
         summary = selectors.usage_summary(
-            self.org, group_by=query["group_by"], since=query.get("since"), until=query.get("until")
+            self.org,
+            group_by=query["group_by"],
+            since=query.get("since"),
+            until=query.get("until"),
+            key_id=query.get("key_id"),
         )
         return Response(UsageSummarySerializer(summary).data)
 

@@ -87,6 +87,24 @@ def stacked_bar_chart(
 
 
 @register.simple_tag
+def key_spend_chart(spend: object, title: str) -> SafeString:
+    """A key's spend per day (what its cap counted), with the cap as a dashed line."""
+    key = spend.key
+    cap = key.spend_cap_nano
+    text = f"cap {money.usd_cap(cap, key.spend_cap_period)}" if cap is not None else ""
+    return charts.stacked_bars(
+        spend.days,
+        [str(spend.label)],
+        [list(spend.counted_nano)],
+        "cost",
+        title,
+        timezone.now().date(),
+        cap=cap,
+        cap_text=text,
+    )
+
+
+@register.simple_tag
 def legend(series: Sequence[object]) -> SafeString:
     return charts.legend_html([str(getattr(s, "label", "")) for s in series])
 

@@ -224,3 +224,35 @@ def test_playground_spinner_stop_and_empty_prompt(browser: Any, own_app: App) ->
         expect(page.locator("#pg-error")).to_be_hidden()
     finally:
         page.context.close()
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_key_spend_chart_with_its_cap(browser: Any, own_app: App, width: int) -> None:
+    from tests.browser.test_request_log_browser import _in_thread
+
+    def cap() -> int:
+        from accounts.models import ApiKey
+
+        with own_app.blocker.unblock():
+            key = ApiKey.objects.get(org_id=own_app.org_id, name="batch-jobs")
+            ApiKey.objects.filter(pk=key.pk).update(spend_cap_nano=50_000_000)  # $0.05 / month
+            return key.pk
+
+    key_id = int(_in_thread(cap))
+    page = _page(browser, own_app, width)
+    try:
+        page.goto(own_app.url + "/dashboard/keys/")
+        page.locator(f'#keys tr[data-key-id="{key_id}"] [data-testid=key-spend-link]').click()
+        card = page.locator("#key-spend")
+        expect(card).to_be_visible()
+        expect(card.get_by_test_id("key-cap")).to_contain_text("Cap: $0.05 / month")
+        chart = card.locator("svg.chart:visible")
+        expect(chart).to_have_count(1)
+        expect(chart.locator("line.cap")).to_have_count(1)
+        expect(chart.locator("text.cap-label")).to_have_text("cap $0.05 / month")
+        expect(chart.locator("text.axis.x").last).to_have_text("Today")
+        box = chart.evaluate(VISIBLE_BOX_JS)
+        assert box["full"] and box["right"] <= box["vw"] + 0.5, box
+        shot(page, f"v3-key-spend-{width}")
+    finally:
+        page.context.close()
