@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from django import template
 from django.utils import timezone
@@ -87,8 +88,9 @@ def stacked_bar_chart(
 
 
 @register.simple_tag
-def key_spend_chart(spend: object, title: str) -> SafeString:
-    """A key's spend per day (what its cap counted), with the cap as a dashed line."""
+def key_spend_chart(spend: Any, title: str) -> SafeString:
+    """A key's spend per day (what its cap counted), with the cap as a dashed line. `spend` is
+    a billing.key_spend.KeySpend, duck-typed: ezat's core does not import billing."""
     key = spend.key
     cap = key.spend_cap_nano
     text = f"cap {money.usd_cap(cap, key.spend_cap_period)}" if cap is not None else ""
