@@ -256,3 +256,51 @@ def test_key_spend_chart_with_its_cap(browser: Any, own_app: App, width: int) ->
         shot(page, f"v3-key-spend-{width}")
     finally:
         page.context.close()
+
+
+MONEY_JS = """
+() => {
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || el.closest('svg, script, style, textarea, code, pre, option')) continue;
+    const cs = getComputedStyle(el);
+    if (cs.display === 'none' || cs.visibility === 'hidden') continue;
+    for (const m of walker.currentNode.textContent.matchAll(/[-−+]?\\$[-\\d.,]+/g)) {
+      out.push({text: m[0], cls: el.className || '', cell: !!el.closest('td.col-cost, #receipt td, #receipt th, dl.facts dd')});
+    }
+  }
+  return out;
+}
+"""
+ANY_MONEY = re.compile(r"^[−+]?\$\d{1,3}(,\d{3})*(\.\d{2,9})?$")
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_every_money_figure_follows_the_rule(browser: Any, own_app: App, width: int) -> None:
+    """Item 3 on every page: no "$-0.003193000", no "$5.0000000", per-request costs (the log, the
+    receipt, its hold and ledger entry) with exactly 6 decimals."""
+    seed = f"req_seed_{own_app.customer.removeprefix('customer-')}_1_0"
+    page = _page(browser, own_app, width)
+    try:
+        for path in (
+            "/dashboard/",
+            "/dashboard/requests/",
+            f"/dashboard/requests/{seed}",
+            "/dashboard/usage/?days=30",
+            "/dashboard/balance/",
+            "/dashboard/keys/",
+        ):
+            page.goto(own_app.url + path)
+            figures = page.evaluate(MONEY_JS)
+            assert figures, path
+            for f in figures:
+                text = f["text"].rstrip(".,")
+                assert ANY_MONEY.match(text), (path, width, f)
+                assert not re.search(r"\.\d*0{4,}$", text) or COST.match(text), (path, f)
+                if f["cell"]:
+                    assert COST.match(text), (path, width, f)
+            shot(page, f"v3-money-{path.strip('/').replace('/', '-') or 'home'}-{width}")
+    finally:
+        page.context.close()
