@@ -23,8 +23,8 @@ from accounts.services import (
     revoke_management_key,
     update_api_key_limits,
 )
+from ezat import money
 from ezat.pricing import usd_to_nano
-from ezat.templatetags.dashboard import format_usd
 
 
 class ApiKeyAdminForm(forms.ModelForm):
@@ -139,9 +139,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.display(description="Spend cap", ordering="spend_cap_nano")
     def spend_cap_usd(self, obj: ApiKey) -> str:
-        if obj.spend_cap_nano is None:
-            return "none"
-        return f"{format_usd(obj.spend_cap_nano)} / {obj.spend_cap_period}"
+        return money.usd_cap(obj.spend_cap_nano, obj.spend_cap_period)
 
     @admin.display(description="Status")
     def status(self, obj: ApiKey) -> str:

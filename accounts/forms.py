@@ -10,6 +10,7 @@ from django import forms
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from accounts import ip_allow
 from accounts.models import ApiKey, Membership, Organization
 from ezat import money
 from ezat.pricing import usd_to_nano
@@ -68,6 +69,14 @@ class KeyLimitsForm(forms.Form):
         "ezat/auto and fallbacks skip them.",
     )
 
+    allowed_ips = forms.CharField(
+        label="Allowed IPs",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "203.0.113.0/24, 2001:db8::/32"}),
+        help_text="CIDRs or addresses, separated by commas or new lines. Empty = anywhere. "
+        "Calls from elsewhere get 403 naming their address.",
+    )
+
     def __init__(
         self, *args: Any, model_choices: list[tuple[str, str]] | None = None, **kwargs: Any
     ) -> None:
@@ -93,8 +102,18 @@ class KeyLimitsForm(forms.Form):
             if key.expires_at is None
             else key.expires_at.astimezone(UTC).replace(second=0, microsecond=0),
             "allowed_models": list(key.allowed_models),
+            "allowed_ips": "\n".join(key.allowed_ips or []),
         }
         return cls(data=data, initial=initial, model_choices=choices)
+
+    def clean_allowed_ips(self) -> list[str]:
+        # Checked here too, so a typo shows on the field before anything is saved.
+        try:
+            return ip_allow.clean_networks(
+                ip_allow.split_text(self.cleaned_data.get("allowed_ips") or "")
+            )
+        except ip_allow.InvalidNetwork as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_spend_cap_period(self) -> str:
         return self.cleaned_data.get("spend_cap_period") or ApiKey.CapPeriod.MONTH

@@ -19,7 +19,7 @@ from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 from prometheus_client import Counter
 
-from accounts import keys
+from accounts import ip_allow, keys
 from ezat.read_through import ReadThroughCache
 
 LOOKUP_FAILURES = Counter(
@@ -44,13 +44,17 @@ class KeyInfo:
     # Requests in flight of the key and of its org (None = no limit).
     key_concurrency: int | None = None
     org_concurrency: int | None = None
-    # Lifecycle (issue 19). A disabled or expired key is cached like a valid one so the gateway
-    # can say why it is refused (401); a revoked key is cached as a miss ("invalid API key").
+    # Lifecycle (issue 19). A disabled, expired or revoked key is cached like a valid one so the
+    # gateway can say why it is refused (401). Telling a revoked key from a made-up one reveals
+    # nothing (issue 34): the secret has 160+ random bits, nobody guesses a revoked one.
     disabled: bool = False
     expires_at: float | None = None  # epoch seconds; None = never
     # Canonical model ids the key may call; None = every model.
     allowed_models: frozenset[str] | None = None
     spend_cap_period: str = "month"  # "month" | "day" | "total" (gateway.limits.common)
+    revoked_at: float | None = None  # epoch seconds; None = not revoked
+    # Networks the key may be used from (issue 34); empty = anywhere. Parsed once per TTL.
+    allowed_networks: tuple[ip_allow.Network, ...] = ()
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -61,7 +65,7 @@ def _fetch(key_hash: str) -> KeyInfo | None:
 
     close_old_connections()
     key = (
-        ApiKey.objects.filter(key_hash=key_hash, revoked_at__isnull=True)
+        ApiKey.objects.filter(key_hash=key_hash)
         .select_related("org")
         .only(
             "id",
@@ -72,8 +76,10 @@ def _fetch(key_hash: str) -> KeyInfo | None:
             "spend_cap_nano",
             "spend_cap_period",
             "allowed_models",
+            "allowed_ips",
             "expires_at",
             "disabled_at",
+            "revoked_at",
             "last_used_at",
             "org__max_concurrency",
         )
@@ -82,7 +88,11 @@ def _fetch(key_hash: str) -> KeyInfo | None:
     if key is None:
         return None
     now = timezone.now()
-    refused = key.disabled_at is not None or (key.expires_at is not None and key.expires_at <= now)
+    refused = (
+        key.revoked_at is not None
+        or key.disabled_at is not None
+        or (key.expires_at is not None and key.expires_at <= now)
+    )
     if not refused and (key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION):
         # Piggybacks on the TTL refresh: "last used" is accurate to about a minute, for free.
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
@@ -98,6 +108,8 @@ def _fetch(key_hash: str) -> KeyInfo | None:
         expires_at=None if key.expires_at is None else key.expires_at.timestamp(),
         allowed_models=frozenset(key.allowed_models) if key.allowed_models else None,
         spend_cap_period=key.spend_cap_period or "month",
+        revoked_at=None if key.revoked_at is None else key.revoked_at.timestamp(),
+        allowed_networks=ip_allow.networks(key.allowed_ips or []),
     )
 
 

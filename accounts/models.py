@@ -82,6 +82,11 @@ class ApiKey(models.Model):
         blank=True,
         help_text="Canonical catalog model ids this key may call; empty = every model.",
     )
+    allowed_ips = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="CIDRs the key may be used from (e.g. 203.0.113.0/24); empty = anywhere.",
+    )
     expires_at = models.DateTimeField(
         null=True, blank=True, help_text="After this instant the key is refused; empty = never."
     )

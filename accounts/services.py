@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts import invitations, keys, selectors
+from accounts import invitations, ip_allow, keys, selectors
 from accounts.models import (
     ApiKey,
     FallbackPolicy,
@@ -306,6 +306,20 @@ def clean_allowed_models(raw: object) -> list[str]:
     return out
 
 
+def clean_allowed_ips(raw: object) -> list[str]:
+    """An IP allow-list as canonical CIDRs; a bad entry raises AccountsError naming it."""
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        raw = ip_allow.split_text(raw)
+    if not isinstance(raw, list | tuple):
+        raise AccountsError("allowed IPs must be a list of CIDRs", "allowed_ips")
+    try:
+        return ip_allow.clean_networks(raw)
+    except ip_allow.InvalidNetwork as exc:
+        raise AccountsError(f"allowed IPs: {exc}", "allowed_ips") from None
+
+
 def create_api_key(
     *,
     org: Organization,
@@ -317,6 +331,7 @@ def create_api_key(
     spend_cap_period: str = ApiKey.CapPeriod.MONTH,
     allowed_models: list[str] | None = None,
     expires_at: datetime | None = None,
+    allowed_ips: list[str] | None = None,
 ) -> NewKey:
     if rpm_limit is not None and rpm_limit < 1:
         raise AccountsError("rpm must be a positive integer", "rpm_limit")
@@ -326,6 +341,7 @@ def create_api_key(
     _check_period(spend_cap_period)
     _check_expiry(expires_at)
     allowed = clean_allowed_models(allowed_models)
+    ips = clean_allowed_ips(allowed_ips)
     secret = keys.generate()
     key = ApiKey.objects.create(
         org=org,
@@ -337,6 +353,7 @@ def create_api_key(
         spend_cap_nano=spend_cap_nano,
         spend_cap_period=spend_cap_period,
         allowed_models=allowed,
+        allowed_ips=ips,
         expires_at=expires_at,
         created_by=created_by,
     )
@@ -357,6 +374,7 @@ def update_api_key_limits(
     spend_cap_period: str = _KEEP,
     allowed_models: list[str] | None = _KEEP,
     expires_at: datetime | None = _KEEP,
+    allowed_ips: list[str] | None = _KEEP,
 ) -> ApiKey:
     """Writes both money/rate limits; the other fields only when given (None clears a limit,
     the allow-list or the expiry). Every gateway process applies it within EZAT_KEY_CACHE_TTL."""
@@ -379,6 +397,9 @@ def update_api_key_limits(
     if allowed_models is not _KEEP:
         key.allowed_models = clean_allowed_models(allowed_models)
         fields.append("allowed_models")
+    if allowed_ips is not _KEEP:
+        key.allowed_ips = clean_allowed_ips(allowed_ips)
+        fields.append("allowed_ips")
     if expires_at is not _KEEP and expires_at != key.expires_at:
         key.expires_at = _check_expiry(expires_at)
         fields.append("expires_at")
@@ -394,6 +415,7 @@ def update_api_key_limits(
         spend_cap_nano=spend_cap_nano,
         spend_cap_period=key.spend_cap_period,
         allowed_models=key.allowed_models,
+        allowed_ips=key.allowed_ips,
         expires_at=None if key.expires_at is None else key.expires_at.isoformat(),
     )
     return key
@@ -459,6 +481,7 @@ def patch_api_key(
     spend_cap_period: str = _UNSET,
     allowed_models: list[str] | None = _UNSET,
     expires_at: datetime | None = _UNSET,
+    allowed_ips: list[str] | None = _UNSET,
 ) -> ApiKey:
     """Change only what was given (None clears a limit), under a row lock.
 
@@ -475,6 +498,7 @@ def patch_api_key(
         spend_cap_period=_KEEP if spend_cap_period is _UNSET else spend_cap_period,
         allowed_models=_KEEP if allowed_models is _UNSET else allowed_models,
         expires_at=_KEEP if expires_at is _UNSET else expires_at,
+        allowed_ips=_KEEP if allowed_ips is _UNSET else allowed_ips,
     )
 
 

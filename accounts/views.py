@@ -6,6 +6,8 @@ The tenancy guard (`org_view`) and the layout context (`page`) every page uses a
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -45,8 +47,19 @@ def _safe_next(request: HttpRequest, fallback: str) -> str:
     ok = url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
-    # Never carry a `?org=` from the old page along, or the switch would be undone.
-    return target.split("?", 1)[0] if ok and target else fallback
+    if not ok or not target:
+        return fallback
+    # Keep the range the page shows (issue 34: switching org dropped ?days=), but nothing that
+    # names the old org's things (a key, a model filter, a page, a request id), and never a
+    # `?org=`, or the switch would be undone.
+    path, _, query = target.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query) if k in KEPT_ON_SWITCH]
+    return f"{path}?{urlencode(kept)}" if kept else path
+
+
+KEPT_ON_SWITCH = frozenset(
+    {"days", "hours", "start", "end", "split", "status", "sort", "since", "until"}
+)
 
 
 @login_required
@@ -98,6 +111,7 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
                 spend_cap_nano=form.spend_cap_nano,
                 spend_cap_period=form.cleaned_data["spend_cap_period"],
                 allowed_models=form.cleaned_data["allowed_models"],
+                allowed_ips=form.cleaned_data["allowed_ips"],
                 expires_at=form.cleaned_data["expires_at"],
                 created_by=request.user,  # type: ignore[arg-type]
             )
@@ -161,6 +175,7 @@ def key_edit(request: HttpRequest, membership: Membership, key_id: int) -> HttpR
                 name=form.cleaned_data["name"],
                 spend_cap_period=form.cleaned_data["spend_cap_period"],
                 allowed_models=form.cleaned_data["allowed_models"],
+                allowed_ips=form.cleaned_data["allowed_ips"],
                 expires_at=form.cleaned_data["expires_at"] if changed else key.expires_at,
             )
         except AccountsError as exc:

@@ -99,3 +99,33 @@ class AlertEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org}: {self.message}"
+
+
+class WebhookDelivery(models.Model):
+    """One POST to an org's webhook (issue 34's delivery log): an alert's attempt or a test
+    event. Every attempt is a row, so retries show as attempts 1, 2, 3 of one event."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "Delivered"
+        FAILED = "failed", "Failed"
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    event = models.ForeignKey(
+        AlertEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    kind = models.CharField(max_length=20, help_text='The X-EZAT-Event header ("test" too).')
+    delivery_id = models.CharField(max_length=40, help_text="The X-EZAT-Delivery header.")
+    url = models.URLField(max_length=500)
+    attempt = models.PositiveIntegerField(default=1)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["org", "-created_at"], name="alerts_delivery_org_time")]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} attempt {self.attempt}: {self.outcome}"

@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
-from alerts.models import AlertEvent, AlertSettings
+from alerts.models import AlertEvent, AlertSettings, WebhookDelivery
 from billing.models import UsageRecord
 from billing.selectors import month_start, org_balance_nano, unreconciled_cost_nano
 
@@ -64,3 +64,8 @@ def owner_emails(org: Organization) -> list[str]:
             if m.user.email
         }
     )
+
+
+def deliveries(org: Organization, limit: int = 50) -> QuerySet[WebhookDelivery]:
+    """The delivery log: the latest POSTs to the org's webhook, alerts' retries and tests."""
+    return WebhookDelivery.objects.filter(org=org).select_related("event")[:limit]

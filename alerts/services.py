@@ -9,6 +9,7 @@ skip a channel already delivered, so a redelivered task message sends nothing tw
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from alerts import selectors, signing, webhook
-from alerts.models import AlertEvent, AlertKind, AlertSettings, AlertState
+from alerts.models import AlertEvent, AlertKind, AlertSettings, AlertState, WebhookDelivery
 from ezat import money
 
 USD = 1_000_000_000
@@ -250,7 +251,14 @@ def send_webhook(event_id: int, *, final_attempt: bool) -> bool:
         }
         event.webhook_attempts += 1
         try:
-            webhook.post(event.webhook_url, body, headers)
+            logged_post(
+                event.org,
+                event.webhook_url,
+                body,
+                headers,
+                event=event,
+                attempt=event.webhook_attempts,
+            )
         except webhook.DeliveryFailed as exc:
             failure = exc
         else:
@@ -273,3 +281,69 @@ def send_webhook(event_id: int, *, final_attempt: bool) -> bool:
     if final_attempt:
         return False
     raise failure
+
+
+def logged_post(
+    org: Organization,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    event: AlertEvent | None = None,
+    attempt: int = 1,
+) -> WebhookDelivery:
+    """POST once and log it (the delivery log): the row is written whatever the outcome, in
+    the caller's transaction; DeliveryFailed is raised after, for the caller's retry."""
+    started = time.monotonic()
+    status: int | None = None
+    failure: webhook.DeliveryFailed | None = None
+    try:
+        status = webhook.post(url, body, headers)
+    except webhook.DeliveryFailed as exc:
+        failure, status = exc, exc.status
+    row = WebhookDelivery.objects.create(
+        org=org,
+        event=event,
+        kind=headers.get(signing.EVENT_HEADER, ""),
+        delivery_id=headers.get(signing.DELIVERY_HEADER, ""),
+        url=url,
+        attempt=attempt,
+        outcome=WebhookDelivery.Outcome.FAILED if failure else WebhookDelivery.Outcome.OK,
+        http_status=status,
+        error="" if failure is None else str(failure)[: webhook.MAX_ERROR],
+        latency_ms=int((time.monotonic() - started) * 1000),
+    )
+    if failure is not None:
+        raise failure
+    return row
+
+
+class NoWebhook(Exception):
+    """A test event was asked for, but the org has no webhook URL saved."""
+
+
+def send_test_event(*, org: Organization) -> WebhookDelivery:
+    """One signed `test` event to the saved URL, now, without retries: the owner sees at once
+    whether the receiver answers and verifies the signature. Logged like any delivery."""
+    row = selectors.org_settings(org)
+    if row is None or not row.webhook_url:
+        raise NoWebhook("save a webhook URL first")
+    delivery_id = f"test_{secrets.token_hex(6)}"
+    body = orjson.dumps(
+        {
+            "id": delivery_id,
+            "type": "test",
+            "created_at": timezone.now().isoformat(),
+            "message": "Test event from EZAT Router: your webhook receives alerts.",
+            "org_id": org.pk,
+        }
+    )
+    headers = {
+        **signing.signed_headers(row.webhook_secret, int(time.time()), body),
+        signing.EVENT_HEADER: "test",
+        signing.DELIVERY_HEADER: delivery_id,
+    }
+    try:
+        return logged_post(org, row.webhook_url, body, headers)
+    except webhook.DeliveryFailed:
+        return WebhookDelivery.objects.filter(org=org, delivery_id=delivery_id).get()

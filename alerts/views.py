@@ -24,7 +24,7 @@ def alerts_page(request: HttpRequest, membership: Membership) -> HttpResponse:
             return render(request, "403.html", status=403)
         form = AlertSettingsForm.for_settings(row, data=request.POST)
         if form.is_valid():
-            services.save_settings(
+            saved = services.save_settings(
                 org=org,
                 low_balance_nano=form.low_balance_nano,
                 key_cap_alerts=form.cleaned_data["key_cap_alerts"],
@@ -32,6 +32,11 @@ def alerts_page(request: HttpRequest, membership: Membership) -> HttpResponse:
                 webhook_url=form.cleaned_data["webhook_url"],
                 updated_by=request.user.get_username(),
             )
+            if row is None:  # the first save made the signing secret: show it, once
+                request.session[SESSION_NEW_SECRET] = {
+                    "org": org.pk,
+                    "secret": saved.webhook_secret,
+                }
             messages.success(request, "Alert settings saved.")
             return redirect("dashboard:alerts")
     else:
@@ -45,6 +50,8 @@ def alerts_page(request: HttpRequest, membership: Membership) -> HttpResponse:
             form=form,
             settings_row=row,
             events=list(selectors.org_history(org)),
+            deliveries=list(selectors.deliveries(org)),
+            new_secret=_take_new_secret(request, org.pk) if is_owner else None,
             signature_header=signing.SIGNATURE_HEADER,
             timestamp_header=signing.TIMESTAMP_HEADER,
         ),
@@ -55,6 +62,39 @@ def alerts_page(request: HttpRequest, membership: Membership) -> HttpResponse:
 @require_POST
 @org_view(owner_only=True)
 def rotate_webhook_secret(request: HttpRequest, membership: Membership) -> HttpResponse:
-    services.rotate_secret(org=membership.org)
+    row = services.rotate_secret(org=membership.org)
+    request.session[SESSION_NEW_SECRET] = {"org": membership.org_id, "secret": row.webhook_secret}
     messages.success(request, "A new webhook signing secret is in use.")
+    return redirect("dashboard:alerts")
+
+
+# The signing secret is shown once, on the page right after it was made (the first save) or
+# rotated, like an API key: it waits in the owner's server-side session for that one GET.
+SESSION_NEW_SECRET = "alerts_new_webhook_secret"
+
+
+def _take_new_secret(request: HttpRequest, org_id: int) -> str | None:
+    pending = request.session.get(SESSION_NEW_SECRET)
+    if not isinstance(pending, dict) or pending.get("org") != org_id:
+        return None
+    del request.session[SESSION_NEW_SECRET]
+    return str(pending["secret"])
+
+
+@require_POST
+@org_view(owner_only=True)
+def send_test_event(request: HttpRequest, membership: Membership) -> HttpResponse:
+    try:
+        delivery = services.send_test_event(org=membership.org)
+    except services.NoWebhook:
+        messages.error(request, "Save a webhook URL first, then send a test event.")
+        return redirect("dashboard:alerts")
+    if delivery.outcome == delivery.Outcome.OK:
+        messages.success(
+            request,
+            f"Test event {delivery.delivery_id} delivered: HTTP {delivery.http_status} "
+            f"in {delivery.latency_ms} ms.",
+        )
+    else:
+        messages.error(request, f"Test event {delivery.delivery_id} failed: {delivery.error}.")
     return redirect("dashboard:alerts")

@@ -32,6 +32,10 @@ class WebhookURLError(ValueError):
 class DeliveryFailed(Exception):
     """The receiver did not answer 2xx (or could not be reached); Celery retries."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the receiver's HTTP status, when it answered
+
 
 def allow_loopback() -> bool:
     # Test-only switch, like EZAT_IMAGE_ALLOW_LOOPBACK: lets a test receiver on 127.0.0.1 in.
@@ -101,8 +105,8 @@ async def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
         return response.status
 
 
-def post(url: str, body: bytes, headers: dict[str, str]) -> None:
-    """POST once; DeliveryFailed unless the receiver answers 2xx."""
+def post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    """POST once; the receiver's 2xx status, or DeliveryFailed."""
     try:
         status = asyncio.run(_post(url, body, headers))
     except DownloadRefused as exc:
@@ -112,4 +116,5 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> None:
     except (httpcore.NetworkError, httpcore.ProtocolError, OSError) as exc:
         raise DeliveryFailed(f"connection failed: {type(exc).__name__}") from None
     if not 200 <= status < 300:
-        raise DeliveryFailed(f"receiver answered HTTP {status}")
+        raise DeliveryFailed(f"receiver answered HTTP {status}", status)
+    return status

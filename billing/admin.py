@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from billing import org_admin  # noqa: F401  (registers the Organization admin)
+from billing.admin_filters import KeyFilter, ModelFilter, OrgFilter
 from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.selectors import itemised_cost
 from ezat import money
@@ -48,7 +49,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "cost_usd",
         "reconciled",
     )
-    list_filter = ("status", "output_exact", "api", "stream")
+    list_filter = (OrgFilter, ModelFilter, KeyFilter, "status", "output_exact", "api", "stream")
     list_select_related = ("org", "api_key")
     # "=" makes request-id search an exact (indexed) lookup.
     search_fields = ("=request_id", "org__name", "model_id")
@@ -62,7 +63,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Cost", ordering="cost_nano")
     def cost_usd(self, obj: UsageRecord) -> str:
-        return format_usd(obj.cost_nano)
+        return money.usd_cost(obj.cost_nano)  # a per-request cost: the log's 6 decimals
 
     @admin.display(description="Itemised cost")
     def itemised_cost(self, obj: UsageRecord) -> str:
@@ -75,20 +76,20 @@ class UsageRecordAdmin(ReadOnlyAdmin):
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
-                (item["kind"], f"{item['tokens']:,}", item["usd_per_mtok"], item["usd"])
+                (item["kind"], f"{item['tokens']:,}", f"${item['usd_per_mtok']}", item["usd_text"])
                 for item in cost["items"]
             ),
         )
         return format_html(
             "<p>Prompt of {} tokens → {}; price version {}.</p>"
             "<table><thead><tr><th>kind</th><th>tokens</th><th>USD per million tokens</th>"
-            "<th>USD</th></tr></thead><tbody>{}</tbody></table>"
-            "<p>Total, rounded once to the nano-dollar: {} USD</p>",
+            "<th>Cost</th></tr></thead><tbody>{}</tbody></table>"
+            "<p>Total billed (rounded once to the nano-dollar): {}</p>",
             f"{cost['prompt_tokens']:,}",
             tier,
             cost["price_version"] if cost["price_version"] is not None else "(before versions)",
             rows,
-            money.usd_from_nano(cost["total_nano"]),
+            money.usd_cost(cost["total_nano"]),
         )
 
     @admin.display(description="Tokens in / out")
@@ -139,7 +140,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
         "cost_usd",
         "latency_ms",
     )
-    list_filter = ("status", "http_status", "api", "stream")
+    list_filter = (OrgFilter, ModelFilter, KeyFilter, "status", "http_status", "api", "stream")
     list_select_related = ("org", "api_key")
     search_fields = ("=request_id", "org__name", "model_id")
     date_hierarchy = "created_at"
@@ -152,7 +153,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Cost")
     def cost_usd(self, obj: RequestLog) -> str:
-        return format_usd(obj.cost_nano)
+        return money.usd_cost(obj.cost_nano)
 
     @admin.display(description="Request")
     def request_page(self, obj: RequestLog) -> SafeString:

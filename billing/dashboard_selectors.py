@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -283,6 +283,9 @@ def _savings_nano(cache_read_tokens: int, price_input: Any, price_cache_read: An
     return Decimal(cache_read_tokens) * delta * 1000
 
 
+savings_nano = _savings_nano  # the one rule, shared with billing/cache_selectors.py
+
+
 def usage_report(
     org: Organization, period: Period, split: str = "model", filters: UsageFilters = NO_FILTERS
 ) -> UsageReport:
@@ -393,28 +396,63 @@ def cache_hit_rates(
 # --- Request log --------------------------------------------------------------------------------
 
 
+# The request log's sort orders (issue 34): a "-" first is descending. Ties break on the id, so
+# pages of equal costs never repeat or skip a row.
+SORT_FIELDS = {"time": "created_at", "cost": "cost_nano", "latency": "latency_ms"}
+SORTS = tuple(f"{sign}{name}" for name in SORT_FIELDS for sign in ("-", ""))
+DEFAULT_SORT = "-time"
+
+
 @dataclass(frozen=True, slots=True)
 class RequestFilters:
     key_id: int | None = None
     model: str = ""
     status: str = ""
     request_id: str = ""
+    since: date | None = None  # UTC days, both included
+    until: date | None = None
+    sort: str = DEFAULT_SORT
 
     @property
     def active(self) -> bool:
-        return bool(self.key_id or self.model or self.status or self.request_id)
+        return bool(
+            self.key_id or self.model or self.status or self.request_id or self.since or self.until
+        )
+
+    @property
+    def newest_first(self) -> bool:
+        """Whether live rows belong at the top: newest first, and a range that includes now."""
+        return self.sort == DEFAULT_SORT and (
+            self.until is None or self.until >= timezone.now().date()
+        )
+
+    def ordering(self) -> tuple[str, str]:
+        sort = self.sort if self.sort in SORTS else DEFAULT_SORT
+        column = SORT_FIELDS[sort.lstrip("-")]
+        return (f"-{column}", "-id") if sort.startswith("-") else (column, "id")
 
 
 def request_log(org: Organization, filters: RequestFilters) -> QuerySet[RequestLog]:
     """Every authenticated request of the org (billing/request_log_selectors.py): the model
     filter matches the canonical model, the id search a full id or a prefix of 8+ characters."""
-    return request_logs(
-        org,
-        key_id=filters.key_id or None,
-        model=filters.model.strip() or None,
-        status=filters.status or None,
-        request_id=filters.request_id.strip() or None,
-    ).defer("api_key__key_hash")
+    return (
+        request_logs(
+            org,
+            key_id=filters.key_id or None,
+            model=filters.model.strip() or None,
+            status=filters.status or None,
+            request_id=filters.request_id.strip() or None,
+            since=None if filters.since is None else day_start(filters.since),
+            until=None if filters.until is None else day_start(filters.until + timedelta(days=1)),
+        )
+        .order_by(*filters.ordering())
+        .defer("api_key__key_hash")
+    )
+
+
+def day_start(day: date) -> datetime:
+    """00:00 UTC of a day (the log's dates are UTC days)."""
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def request_row(record: RequestLog) -> dict[str, Any]:

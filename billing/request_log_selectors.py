@@ -17,7 +17,8 @@ from django.db.models import Q, QuerySet
 
 from accounts.models import Organization
 from billing.models import LedgerEntry, RequestLog, UsageRecord
-from billing.selectors import itemised_cost, usd_string
+from billing.selectors import itemised_cost
+from ezat import money
 
 # A prefix shorter than this would match too much of an org's history to be an id search.
 MIN_ID_PREFIX = 8
@@ -147,7 +148,7 @@ def timeline(row: RequestLog, rec: Receipt) -> list[dict[str, Any]]:
                 "step": "admitted",
                 "at": start + timedelta(milliseconds=row.admitted_ms),
                 "ms": row.admitted_ms,
-                "detail": f"hold {usd_string(row.hold_nano)} USD" if row.hold_nano else "",
+                "detail": f"hold {money.usd_cost(row.hold_nano)}" if row.hold_nano else "",
             }
         )
     for number, attempt in enumerate(row.attempts or [], start=1):
@@ -203,6 +204,7 @@ CSV_HEADER = (
     "model_sent", "model", "requested_model", "key_prefix", "stream", "ttft_ms", "latency_ms",
     "attempts", "finish_reason", "input_tokens", "output_tokens", "cache_read_tokens",
     "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "count",
+    "cost_nano",
 )  # fmt: skip
 
 
@@ -243,7 +245,8 @@ def csv_lines(qs: QuerySet[RequestLog]) -> Iterator[str]:
                     r[0].isoformat(), r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
                     r[11] or "", "true" if r[12] else "false", "" if r[13] is None else r[13],
                     r[14], sum(1 for a in attempts if isinstance(a, dict) and "deployment" in a),
-                    r[16], r[17], r[18], r[19], r[20], r[21], r[22], usd_string(r[23]), r[24],
+                    r[16], r[17], r[18], r[19], r[20], r[21], r[22],
+                    money.cost_number(r[23]), r[24], r[23],
                 )
             )  # fmt: skip
         yield flush()

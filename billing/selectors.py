@@ -124,6 +124,7 @@ def itemised_cost(record: UsageRecord) -> dict[str, Any]:
                 "tokens": item.tokens,
                 "usd_per_mtok": money.usd_per_mtok(item.price_micro),
                 "usd": money.usd_from_pico(item.amount_pico),
+                "usd_text": money.usd_cost_pico(item.amount_pico),  # the page's one rule
             }
             for item in itemise(tokens, applied)
         ],

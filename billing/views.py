@@ -19,9 +19,11 @@ from django.views.decorators.http import require_GET
 
 from accounts.models import ApiKey, Membership
 from accounts.web import org_view, page
+from billing import cache_selectors as cache
 from billing import dashboard_selectors as sel
 from billing import request_log_selectors as log
 from billing import usage_health_selectors as health
+from billing.key_spend import KeySpend, key_spend
 from billing.models import RequestLog
 
 PERIODS = ((7, "7 days"), (30, "30 days"), (90, "90 days"))
@@ -93,6 +95,23 @@ class RequestFilterForm(forms.Form):
         choices=[("", "any status"), *RequestLog.Status.choices], required=False
     )
     request_id = forms.CharField(max_length=160, required=False, label="Request id")
+    since = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("-time", "newest first"),
+            ("time", "oldest first"),
+            ("-cost", "highest cost"),
+            ("cost", "lowest cost"),
+            ("-latency", "slowest"),
+            ("latency", "fastest"),
+        ],
+    )
 
     def __init__(self, *args: Any, keys: list[ApiKey], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -110,7 +129,17 @@ class RequestFilterForm(forms.Form):
             model=data.get("model") or "",
             status=data.get("status") or "",
             request_id=(data.get("request_id") or "").strip(),
+            since=data.get("since"),
+            until=data.get("until"),
+            sort=data.get("sort") or sel.DEFAULT_SORT,
         )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and until < since:
+            raise forms.ValidationError("The end date is before the start date.")
+        return data
 
 
 @require_GET
@@ -131,6 +160,7 @@ def home(request: HttpRequest, membership: Membership) -> HttpResponse:
         active_keys=ApiKey.objects.filter(org=org, revoked_at__isnull=True).count(),
         report=sel.usage_report(org, period, "model"),
         recent=[_display(r) for r in sel.recent_requests(org, 10)],
+        ws_path=f"/ws/requests/?org={org.pk}",
     )
     return render(request, "dashboard/home.html", context)
 
@@ -164,13 +194,28 @@ def usage(request: HttpRequest, membership: Membership) -> HttpResponse:
         filters=filters,
         spend_today_nano=sel.spend_since(org, sel.today_start(), filters),
         cache_rates=sel.cache_hit_rates(org, period, filters),
+        cache_tables=[
+            cache.prompt_cache(
+                filters.apply(cache.org_records(org, period.start, period.end)), org, group
+            )
+            for group in cache.GROUPS
+        ],
         health_tables=[
             ("model", health.health(org, period, "model", filters), "health-by-model"),
             ("key", health.health(org, period, "key", filters), "health-by-key"),
         ],
         period_links=period_links,
+        key_spend=_key_spend(org, filters, period),
     )
     return render(request, "dashboard/usage.html", context)
+
+
+def _key_spend(org: Any, filters: sel.UsageFilters, period: sel.Period) -> KeySpend | None:
+    """One key's spend per day beside its cap, when the page is narrowed to a key (by day)."""
+    if not filters.key_id or period.hourly:
+        return None
+    key = ApiKey.objects.filter(org=org, pk=filters.key_id).defer("key_hash").first()
+    return None if key is None else key_spend(key, period.buckets)
 
 
 def _display(record: RequestLog) -> dict[str, Any]:
@@ -203,12 +248,33 @@ def requests_log(request: HttpRequest, membership: Membership) -> HttpResponse:
         rows=[_display(r) for r in page_obj.object_list],
         query=query.urlencode(),
         # Live rows are only prepended on the first page: deeper pages are history.
-        live=page_obj.number == 1 and not filters.request_id,
+        live=page_obj.number == 1 and not filters.request_id and filters.newest_first,
+        sort_links=_sort_links(request, filters.sort),
         ws_path=f"/ws/requests/?org={org.pk}",
         requests_url=reverse("dashboard:requests"),
         csv_url=_csv_url(org.pk, filters),
     )
     return render(request, "dashboard/requests.html", context)
+
+
+def _sort_links(request: HttpRequest, current: str) -> dict[str, dict[str, str]]:
+    """Per sortable column: the URL that sorts by it (clicking the sorted column flips it; the
+    first click sorts the way people usually want: newest, costliest, slowest) and its
+    aria-sort. The other filters stay in the URL."""
+    links: dict[str, dict[str, str]] = {}
+    for name in sel.SORT_FIELDS:
+        active = current.lstrip("-") == name
+        descending = current.startswith("-")
+        target = (name if descending else f"-{name}") if active else f"-{name}"
+        query = request.GET.copy()
+        query.pop("page", None)
+        query["sort"] = target
+        links[name] = {
+            "url": f"?{query.urlencode()}",
+            "aria": ("descending" if descending else "ascending") if active else "none",
+            "arrow": ("↓" if descending else "↑") if active else "",
+        }
+    return links
 
 
 def _csv_url(org_id: int, filters: sel.RequestFilters) -> str:
@@ -218,6 +284,8 @@ def _csv_url(org_id: int, filters: sel.RequestFilters) -> str:
         "model": filters.model,
         "status": filters.status,
         "request_id": filters.request_id,
+        "since": filters.since.isoformat() if filters.since else "",
+        "until": filters.until.isoformat() if filters.until else "",
     }
     query = urlencode({k: v for k, v in params.items() if v})
     return reverse("api-requests-csv", args=[org_id]) + (f"?{query}" if query else "")

@@ -49,6 +49,7 @@ api_patterns = [
         name="api-fallback",
     ),
     path(f"{ORG}/usage", billing.UsageSummaryView.as_view(), name="api-usage"),
+    path(f"{ORG}/usage/cache", billing.PromptCacheView.as_view(), name="api-usage-cache"),
     path(f"{ORG}/requests", billing.RequestLogView.as_view(), name="api-requests"),
     path(f"{ORG}/requests.csv", billing.RequestExportView.as_view(), name="api-requests-csv"),
     path(

@@ -100,6 +100,10 @@ def build_config(host: str, port: int, workers: int) -> uvicorn.Config:
         loop="uvloop",
         http="httptools",
         access_log=False,
+        # X-Forwarded-For is read by the gateway itself, only from EZAT_TRUSTED_PROXIES (keys'
+        # IP allow-lists): uvicorn's rewrite trusts 127.0.0.1 by default, so any local process
+        # could claim any address.
+        proxy_headers=False,
         timeout_graceful_shutdown=CLOSE_SECONDS,
     )
 

@@ -112,6 +112,58 @@ def usd_column(nanos: list[int], *, sign: bool = False) -> list[str]:
     return [usd_total(n, sign=sign, places=places) for n in nanos]
 
 
+# --- Issue 34: every surface reads an amount by the same rule ------------------------------
+# The rule, by what the amount is (never by what shares its column or page):
+#   - a per-request cost (a log row, a receipt and its lines, a hold, a request's ledger entry,
+#     the Playground, the CSV): 6 decimals, usd_cost / cost_number / usd_cost_pico;
+#   - a balance or a total: usd_total (2 decimals; under $1, 4 significant digits);
+#   - a spend cap: usd_cap, the amount as the owner typed it ("$5 / month", "$0.0001 / day");
+#   - negatives with the typographic minus before the "$": "−$0.003193".
+# Widening a column to its neighbours' precision was issue 19's answer, and it made a $5 cap read
+# "$5.0000000 / month" beside a $0.0001 one: the same amount must read the same everywhere.
+
+CAP_PERIOD_TEXT = {"month": "month", "day": "day", "total": "total"}
+
+
+def cost_number(nano: int) -> str:
+    """A per-request cost as a plain number for machines (CSV, JSON): "0.000930", "-0.003193".
+
+    The display rule's 6 decimals and rounding, without the "$" and with an ASCII minus, so a
+    spreadsheet parses it and it still matches the page digit for digit."""
+    nano = int(nano)
+    body = _display(abs(Decimal(nano).scaleb(NANO)), COST_PLACES).removeprefix("$").replace(",", "")
+    return f"-{body}" if nano < 0 and Decimal(body) != 0 else body
+
+
+def usd_cost_pico(pico: int) -> str:
+    """A line of an itemised receipt (pico-USD) by the per-request rule: "$0.006900"."""
+    pico = int(pico)
+    amount = abs(Decimal(pico).scaleb(PICO))
+    return _signed(pico, _display(amount, COST_PLACES), False)
+
+
+def cap_amount(nano: int) -> str:
+    """A spend cap's amount: whole dollars without decimals ("$5"), otherwise cents at least
+    and every digit the owner set ("$2.50", "$0.0001"). Caps are set by hand, so they are shown
+    exactly as set, never rounded."""
+    nano = int(nano)
+    amount = abs(Decimal(nano).scaleb(NANO))
+    if amount == amount.to_integral_value():
+        body = f"${int(amount):,}"
+    else:
+        exact = plain(amount)
+        whole, _, frac = exact.partition(".")
+        body = f"${int(whole):,}.{frac.ljust(TOTAL_PLACES, '0')}"
+    return _signed(nano, body, False)
+
+
+def usd_cap(nano: int | None, period: str = "month") -> str:
+    """A spend cap with its period: "$5 / month", "$0.0001 / day", "$20 / total"; "none"."""
+    if nano is None:
+        return "none"
+    return f"{cap_amount(nano)} / {CAP_PERIOD_TEXT.get(period, period)}"
+
+
 # --- Durations and relative times -----------------------------------------------------------
 
 

@@ -102,6 +102,7 @@ def command(
         "--http",
         "httptools",
         "--no-access-log",
+        "--no-proxy-headers",  # the gateway reads X-Forwarded-For itself (EZAT_TRUSTED_PROXIES)
         "--workers",
         str(workers),
         *extra,

@@ -6,6 +6,7 @@ and eager Celery tasks. Everything product-specific is an `EZAT_*` variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tempfile
 from pathlib import Path
@@ -322,6 +323,14 @@ EZAT_ROUTING_SEED = env.int("EZAT_ROUTING_SEED", default=None)
 # Breakpoint-aware fallback: when a conversation's deployment is cooling, prefer the healthy one
 # likeliest to hold its cached prefix over the next in rendezvous order (gateway/prefix_digest.py).
 EZAT_ROUTING_PREFIX_AWARE = env.bool("EZAT_ROUTING_PREFIX_AWARE", default=True)
+# Proxies whose X-Forwarded-For the gateway believes (CIDRs, comma-separated), for the keys' IP
+# allow-lists; none by default: the caller is the TCP peer. List only your own load balancers.
+EZAT_TRUSTED_PROXIES = env.list("EZAT_TRUSTED_PROXIES", default=[])
+for _proxy in EZAT_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"EZAT_TRUSTED_PROXIES: {_proxy!r} is not a CIDR") from None
 # Limits and money.
 EZAT_HOLD_TTL_SECONDS = env.int("EZAT_HOLD_TTL_SECONDS", default=900)
 EZAT_FAILOPEN_RPM_FRACTION = env.float("EZAT_FAILOPEN_RPM_FRACTION", default=0.5)

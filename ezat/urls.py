@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from catalog import views as catalog_views
 from ezat import health, views
@@ -26,6 +28,8 @@ urlpatterns = [
     path("api/models", catalog_views.models_catalog, name="api-models"),
     path("api/v1/", include("ezat.api_urls")),
     path("healthz", health.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page says; the icon is one SVG in static/.
+    path("favicon.ico", RedirectView.as_view(url=static("ezat/favicon.svg"), permanent=True)),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),
     # Reached only without the ASGI dispatcher (runserver): a JSON 404 saying what to run.

@@ -36,6 +36,7 @@ class ApiRequest:
         "key",
         "method",
         "path",
+        "peer",
         "query",
         "receive",
         "request_id",
@@ -45,6 +46,8 @@ class ApiRequest:
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self.query: bytes = scope.get("query_string") or b""
+        client = scope.get("client")
+        self.peer: str | None = client[0] if client else None  # the TCP peer (None: a socket)
         self.receive = receive
         self.headers: dict[str, str] = {
             k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]

@@ -83,12 +83,15 @@ def run_body(data: Any) -> dict[str, Any]:
         raise PlaygroundInputError("system: must be text")
     if not isinstance(prompt, str):
         raise PlaygroundInputError("prompt: must be text")
+    if not prompt.strip():
+        # The page says so before sending (issue 34); a page that did not still gets a
+        # sentence, not the Responses API's schema error about an empty input.
+        raise PlaygroundInputError("prompt: write a prompt first")
     reasoning = data.get("reasoning", "")
     if reasoning not in REASONING_LEVELS:
         raise PlaygroundInputError(f"reasoning: one of {', '.join(REASONING_LEVELS[1:])}")
     body: dict[str, Any] = {
         "model": model.strip(),
-        # An empty prompt is sent as is: the gateway's validation answers it, as for any client.
         "input": [{"role": "user", "content": prompt}],
         "stream": True,
         "store": False,
@@ -142,6 +145,7 @@ def _usage_row(org_id: int, request_id: str) -> dict[str, Any] | None:
         "reasoning_tokens": record.reasoning_tokens,
         "cost_nano": record.cost_nano,
         "cost_usd": money.usd_from_nano(record.cost_nano),
+        "cost": money.usd_cost(record.cost_nano),  # the text the request log shows
         "detail_url": reverse("dashboard:request", args=[record.request_id]),
     }
 

@@ -233,6 +233,11 @@ class ApiKeySerializer(serializers.Serializer):
         read_only=True,
         help_text="Canonical model ids the key may call; empty = every model.",
     )
+    allowed_ips = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="CIDRs the key may be used from; empty = anywhere.",
+    )
     expires_at = serializers.DateTimeField(
         read_only=True, allow_null=True, help_text="Refused from this instant; null = never."
     )
@@ -322,6 +327,20 @@ def _allowed_field(**kwargs: Any) -> serializers.ListField:
     )
 
 
+def _ips_field(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        allow_empty=True,
+        allow_null=True,
+        required=False,
+        max_length=100,
+        help_text="CIDRs (or single addresses) the key may be used from, e.g. "
+        '["203.0.113.0/24", "2001:db8::/32"]; a request from elsewhere gets 403 '
+        "(permission_error / permission_denied) naming its address. Empty or null = anywhere.",
+        **kwargs,
+    )
+
+
 def _expiry_field(**kwargs: Any) -> serializers.DateTimeField:
     return serializers.DateTimeField(
         allow_null=True,
@@ -339,6 +358,7 @@ class ApiKeyCreateSerializer(StrictInputSerializer):
     spend_cap_usd = _cap_field(default=None)
     spend_cap_period = _period_field(default="month")
     allowed_models = _allowed_field(default=None)
+    allowed_ips = _ips_field(default=None)
     expires_at = _expiry_field(default=None)
 
 
@@ -352,6 +372,7 @@ class ApiKeyUpdateSerializer(StrictInputSerializer):
     spend_cap_usd = _cap_field()
     spend_cap_period = _period_field()
     allowed_models = _allowed_field()
+    allowed_ips = _ips_field()
     expires_at = _expiry_field()
     disabled = serializers.BooleanField(
         required=False, help_text="true disables the key (401 until enabled again); false enables."

@@ -134,6 +134,7 @@ class ApiKeyListView(OrgScopedAPIView):
                 spend_cap_nano=data["spend_cap_usd"],
                 spend_cap_period=data["spend_cap_period"],
                 allowed_models=data["allowed_models"],
+                allowed_ips=data["allowed_ips"],
                 expires_at=data["expires_at"],
                 # A management key is not a person; its actions are attributed in the log line.
                 created_by=None if access.via_management_key else request.user,
@@ -183,7 +184,7 @@ class ApiKeyDetailView(OrgScopedAPIView):
             changes["max_concurrency"] = data["max_concurrency"]
         if "spend_cap_usd" in data:
             changes["spend_cap_nano"] = data["spend_cap_usd"]
-        for name in ("spend_cap_period", "allowed_models", "expires_at"):
+        for name in ("spend_cap_period", "allowed_models", "allowed_ips", "expires_at"):
             if name in data:
                 changes[name] = data[name]
         disabled = data.get("disabled")

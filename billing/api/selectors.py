@@ -86,12 +86,17 @@ def usage_summary(
     group_by: str,
     since: datetime | None = None,
     until: datetime | None = None,
+    key_id: int | None = None,
 ) -> UsageSummary:
-    """Requests, tokens by kind and cost per UTC day, per model (canonical id) or per key."""
+    """Requests, tokens by kind and cost per UTC day, per model (canonical id) or per key;
+    `key_id` narrows it to one key (its spend per day: issue 34)."""
     if group_by not in GROUP_BY_CHOICES:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY_CHOICES)}")
     # order_by() clears the model's default ordering, which would otherwise split the groups.
-    base = _in_range(UsageRecord.objects.filter(org=org), since, until).order_by()
+    records = UsageRecord.objects.filter(org=org)
+    if key_id is not None:
+        records = records.filter(api_key_id=key_id)
+    base = _in_range(records, since, until).order_by()
     totals = base.aggregate(**_sums())
     rows: list[dict[str, Any]]
     if group_by == "day":

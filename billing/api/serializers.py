@@ -35,6 +35,13 @@ class UsageQuerySerializer(RangeQuerySerializer):
     group_by = serializers.ChoiceField(
         choices=GROUP_BY_CHOICES, required=False, allow_null=True, help_text="Default: day."
     )
+    key_id = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="Only this key's usage (with group_by=day: its spend per day; its cap is on "
+        "GET …/keys/{key_id}).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
@@ -308,3 +315,42 @@ class RequestDetailSerializer(RequestLogEntrySerializer):
     output_tokens_per_second = serializers.FloatField(read_only=True, allow_null=True)
     receipt = ReceiptSerializer(read_only=True)
     timeline = TimelineStepSerializer(many=True, read_only=True)
+
+
+class CacheQuerySerializer(RangeQuerySerializer):
+    group_by = serializers.ChoiceField(
+        choices=["model", "key"], required=False, allow_null=True, help_text="Default: model."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        attrs["group_by"] = attrs.get("group_by") or "model"
+        return attrs
+
+
+class CacheFiguresSerializer(serializers.Serializer):
+    group = serializers.CharField(
+        read_only=True, allow_null=True, help_text="Canonical model id, or key id (null: deleted)."
+    )
+    label = serializers.CharField(read_only=True)
+    input_tokens = serializers.IntegerField(
+        read_only=True, help_text="All input: uncached + cache read + cache write."
+    )
+    cache_read_tokens = serializers.IntegerField(read_only=True)
+    hit_rate = serializers.DecimalField(
+        max_digits=7,
+        decimal_places=4,
+        read_only=True,
+        allow_null=True,
+        help_text="cache_read_tokens ÷ input_tokens; null without input.",
+    )
+    saved_usd = UsdField(
+        source="saved_nano",
+        help_text="The cache-read tokens at the input price, minus what they cost.",
+    )
+
+
+class CacheReportSerializer(serializers.Serializer):
+    group_by = serializers.CharField(read_only=True)
+    rows = CacheFiguresSerializer(many=True, read_only=True)
+    total = CacheFiguresSerializer(read_only=True)

@@ -13,10 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.api.base import OrgScopedAPIView, parse_query
+from billing import cache_selectors as cache
 from billing import request_log_selectors as log
 from billing.api import selectors
 from billing.api.serializers import (
     BalanceSerializer,
+    CacheQuerySerializer,
+    CacheReportSerializer,
     LedgerEntrySerializer,
     LedgerQuerySerializer,
     RequestDetailSerializer,
@@ -41,9 +44,32 @@ class UsageSummaryView(OrgScopedAPIView):
     def get(self, request: Request, org_id: int) -> Response:
         query = parse_query(UsageQuerySerializer, request)
         summary = selectors.usage_summary(
-            self.org, group_by=query["group_by"], since=query.get("since"), until=query.get("until")
+            self.org,
+            group_by=query["group_by"],
+            since=query.get("since"),
+            until=query.get("until"),
+            key_id=query.get("key_id"),
         )
         return Response(UsageSummarySerializer(summary).data)
+
+
+class PromptCacheView(OrgScopedAPIView):
+    """Prompt-cache figures per model or per key (issue 34)."""
+
+    @extend_schema(
+        operation_id="usage_prompt_cache",
+        summary="Prompt-cache figures per model or key",
+        description="Cache-read tokens, hit rate (cache read ÷ all input) and the money the "
+        "cache saved, over `since` ≤ time < `until`.",
+        tags=["usage"],
+        parameters=[CacheQuerySerializer],
+        responses=CacheReportSerializer,
+    )
+    def get(self, request: Request, org_id: int) -> Response:
+        query = parse_query(CacheQuerySerializer, request)
+        records = cache.org_records(self.org, query.get("since"), query.get("until"))
+        report = cache.prompt_cache(records, self.org, query["group_by"])
+        return Response(CacheReportSerializer(report).data)
 
 
 class RequestLogView(OrgScopedAPIView):

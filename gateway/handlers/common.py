@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from accounts import ip_allow
 from accounts.keycache import KeyInfo, KeyLookupUnavailable
 from accounts.keycache import cache as key_cache
 from billing.recorder import REFUSED_UNRECORDABLE
@@ -114,6 +116,14 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
         raise GatewayError(
             401, "invalid API key", type_="authentication_error", code="invalid_api_key"
         )
+    if info.revoked_at is not None:
+        when = time.strftime("%Y-%m-%d at %H:%M UTC", time.gmtime(info.revoked_at))
+        raise GatewayError(
+            401,
+            f"this API key was revoked on {when}; create a new key on the dashboard",
+            type_="authentication_error",
+            code="invalid_api_key",
+        )
     if info.disabled:
         raise GatewayError(
             401,
@@ -130,8 +140,39 @@ async def authenticate(request: ApiRequest, fmt: ApiFormat) -> KeyInfo:
             type_="authentication_error",
             code="invalid_api_key",
         )
+    # Known before the address check: a refusal from outside the allow-list is the org's to see
+    # in its request log (who tried the key from where), unlike a bad or revoked key.
     request.key = info
+    check_address(request, info)
     return info
+
+
+@functools.cache
+def _trusted_proxies(configured: tuple[str, ...]) -> tuple[ip_allow.Network, ...]:
+    return ip_allow.networks(configured)
+
+
+def caller_address(request: ApiRequest) -> str | None:
+    """The caller's address: the TCP peer, or X-Forwarded-For read through trusted proxies."""
+    trusted = _trusted_proxies(tuple(settings.EZAT_TRUSTED_PROXIES))
+    return ip_allow.client_address(request.peer, request.headers.get("x-forwarded-for"), trusted)
+
+
+def check_address(request: ApiRequest, info: KeyInfo) -> None:
+    """A key with an IP allow-list answers only from inside it: 403 naming the address, so the
+    caller sees which address to add (it is their own; nothing is revealed)."""
+    if not info.allowed_networks:
+        return
+    address = caller_address(request)
+    if ip_allow.allows(address, info.allowed_networks):
+        return
+    raise GatewayError(
+        403,
+        f"this API key may not be used from {address or 'an unknown address'}: the address is "
+        "not in the key's IP allow-list; an owner of its organization can add it",
+        type_="permission_error",
+        code="permission_denied",
+    )
 
 
 async def read_json(request: ApiRequest) -> object:

@@ -9,6 +9,22 @@
   var answer = $("pg-answer"), thinking = $("pg-thinking"), thinkingBox = $("pg-thinking-box");
   var errorBox = $("pg-error"), facts = $("pg-facts"), runButton = $("pg-run"), code = $("pg-code");
   var apiBase = form.getAttribute("data-api-base");
+  var stopButton = $("pg-stop"), spinner = $("pg-spinner"), promptError = $("pg-prompt-error");
+  var stopped = $("pg-stopped");
+  var controller = null;  // the running request's AbortController (Stop aborts it)
+
+  function running(on) {
+    runButton.disabled = on;
+    stopButton.hidden = !on;
+    spinner.hidden = !on;
+  }
+
+  stopButton.addEventListener("click", function () {
+    if (controller) controller.abort();
+  });
+  prompt.addEventListener("input", function () {
+    if (prompt.value.trim()) { promptError.hidden = true; prompt.removeAttribute("aria-invalid"); }
+  });
   var current = "curl";
 
   function levels() {
@@ -91,7 +107,7 @@
       if (data.missing) { $("pg-cost").textContent = "not recorded yet — see the request log"; return; }
       $("pg-tokens").textContent = (data.input_tokens + data.cache_read_tokens + data.cache_write_tokens) + " / " + data.output_tokens +
         (data.reasoning_tokens ? " (" + data.reasoning_tokens + " reasoning)" : "");
-      $("pg-cost").textContent = "$" + data.cost_usd;
+      $("pg-cost").textContent = data.cost || ("$" + data.cost_usd);
       var link = $("pg-detail");
       link.textContent = data.request_id;
       link.href = data.detail_url;
@@ -121,10 +137,19 @@
 
   form.addEventListener("submit", function (event) {
     event.preventDefault();
+    // An empty prompt is answered here, next to the field (issue 34), not sent to the gateway.
+    if (!prompt.value.trim()) {
+      promptError.hidden = false;
+      prompt.setAttribute("aria-invalid", "true");
+      prompt.focus();
+      return;
+    }
+    stopped.hidden = true;
     answer.textContent = ""; thinking.textContent = ""; thinkingBox.hidden = true;
     errorBox.hidden = true; facts.hidden = true;
     ["pg-ttft", "pg-tokens", "pg-cost"].forEach(function (id) { $(id).textContent = "—"; });
-    runButton.disabled = true;
+    running(true);
+    controller = new AbortController();
     var started = performance.now();
     var state = { first: false };
     fetch(form.getAttribute("data-run-url"), {
@@ -134,7 +159,8 @@
         "Content-Type": "application/json",
         "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value
       },
-      body: JSON.stringify(payload())
+      body: JSON.stringify(payload()),
+      signal: controller.signal
     }).then(function (response) {
       if (!response.ok) {
         return response.json().then(function (body) {
@@ -168,7 +194,10 @@
       }
       return pump();
     }).catch(function (e) {
-      showError("The run failed: " + e);
-    }).then(function () { runButton.disabled = false; });
+      // Stop aborts the stream: the relay sees the client leave, the gateway bills what was
+      // produced (as for any client that disconnects).
+      if (e && e.name === "AbortError") stopped.hidden = false;
+      else showError("The run failed: " + e);
+    }).then(function () { controller = null; running(false); });
   });
 })();

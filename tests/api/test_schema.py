@@ -21,6 +21,7 @@ EXPECTED = {
     "/api/v1/orgs/{org_id}/keys/{key_id}/disable": {"post"},
     "/api/v1/orgs/{org_id}/keys/{key_id}/enable": {"post"},
     "/api/v1/orgs/{org_id}/usage": {"get"},
+    "/api/v1/orgs/{org_id}/usage/cache": {"get"},
     "/api/v1/orgs/{org_id}/requests": {"get"},
     "/api/v1/orgs/{org_id}/requests.csv": {"get"},
     "/api/v1/orgs/{org_id}/requests/{request_id}": {"get"},

@@ -324,7 +324,7 @@ def test_usage_record_page_itemises_its_cost(world: World, operator: Client) -> 
     record = UsageRecord.objects.get(request_id=world.a.request_id)
     html = _html(operator.get(reverse("admin:billing_usagerecord_change", args=[record.pk])))
     assert "Itemised cost" in html and "USD per million tokens" in html
-    assert "Total, rounded once to the nano-dollar" in html
+    assert "Total billed (rounded once to the nano-dollar): $0.006000" in html
     assert "E+" not in html and "E-" not in html
 
 

@@ -70,7 +70,7 @@ def test_request_rows_use_one_cost_precision_and_seconds(world: World) -> None:
     make_usage(org, key, "req_acme_free", cost_nano=0, latency_ms=850)
     make_usage(org, key, "req_acme_odd", cost_nano=23_369_000, latency_ms=999)
     html = _html(world.client(world.a.owner).get(reverse("dashboard:requests")))
-    costs = re.findall(r'<td class="num mono">(\$[0-9.,]+)</td>', html)
+    costs = re.findall(r'<td class="num mono col-cost">(\$[0-9.,]+)</td>', html)
     assert {"$0.026100", "$0.000000", "$0.023369", "$0.006000"} <= set(costs)
     assert {len(c.partition(".")[2]) for c in costs} == {6}  # one precision in the column
     assert ">11.5 s<" in html and ">11509 ms<" not in html  # the exact ms stay in the tooltip
@@ -78,7 +78,7 @@ def test_request_rows_use_one_cost_precision_and_seconds(world: World) -> None:
     assert "e-" not in "".join(costs).lower()
 
 
-def test_usage_cost_column_has_one_precision(world: World) -> None:
+def test_usage_totals_read_like_every_other_total(world: World) -> None:
     org, key = world.a.org, world.a.key
     make_usage(org, key, "req_acme_opus", model_id="anthropic/claude-opus-5-5",
                model_name="opus", cost_nano=12 * USD)  # fmt: skip
@@ -86,12 +86,11 @@ def test_usage_cost_column_has_one_precision(world: World) -> None:
     table = html[html.index('id="usage-breakdown"') :]
     table = table[: table.index("</table>")]
     cells = re.findall(r'<t[dh] class="num">(\$[0-9.,]+)</t[dh]>', table)
-    # Cache savings and cost columns: each cell of a column has the same number of decimals.
-    rows = [cells[i : i + 2] for i in range(0, len(cells), 2)]
-    for column in zip(*rows, strict=True):
-        assert len({len(c.partition(".")[2]) for c in column}) == 1, column
-    # $12 beside sonnet's $0.01200 (4 significant digits) takes its 5 decimals, not "$12.00".
-    assert {"$12.00000", "$0.01200", "$12.01200"} <= set(cells), cells
+    # Issue 34: an amount reads by its own rule, not its neighbours' ($12 beside $0.012 once
+    # read "$12.00000"): the same $12.01 as the total on the card above the table.
+    assert {"$12.00", "$0.01200", "$12.01"} <= set(cells), cells
+    assert "$12.00000" not in cells
+    assert _testid(html, "usage-cost") == "$12.01"
     # The chart's tooltips are totals too (a day of sonnet: $0.006, 4 significant digits).
     tooltips = re.findall(r": (\$[0-9.,]+)</title>", html)
     assert "$0.006000" in tooltips and "$12.00" in tooltips, tooltips

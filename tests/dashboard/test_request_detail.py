@@ -76,7 +76,10 @@ def test_detail_page_of_a_billed_request(world: World) -> None:
     total = re.search(r'id="receipt-total" data-nano="(\d+)"', html)
     assert total is not None and int(total.group(1)) == record.cost_nano
     assert sum(items) * 10**9 == record.cost_nano  # 1000 × $3/M + 200 × $15/M = $0.006
-    assert "$0.009000000" in html and "$0.003000000" in html  # hold taken, and released
+    # Per-request amounts follow the one rule (issue 34): 6 decimals, the minus before the "$".
+    assert "$0.009000" in html and "$0.003000" in html  # hold taken, and released
+    assert "$0.009000000" not in html
+    assert "(−$0.006000," in html  # the ledger entry, not "$-0.006000000"
 
 
 def test_detail_page_of_a_failed_request(world: World) -> None:

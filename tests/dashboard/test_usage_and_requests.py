@@ -68,7 +68,8 @@ def test_usage_report_days_and_splits(world: World) -> None:
 def test_usage_page_renders_chart_and_savings(world: World) -> None:
     client = world.client(world.member_a)
     html = _html(client.get(reverse("dashboard:usage") + "?days=7&split=key"))
-    assert html.count("<svg") == 2 and "<rect" in html
+    # Cost and tokens, each drawn wide and narrow (issue 34).
+    assert html.count("<svg") == 4 and "<rect" in html
     assert "acme-prod-key" in html
     assert format_usd(2_700_000_000) in html  # $2.70 saved by caching
     custom = client.get(reverse("dashboard:usage") + "?start=2020-01-01&end=2020-01-10")

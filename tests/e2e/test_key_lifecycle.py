@@ -298,3 +298,106 @@ def test_changes_reach_every_gateway_process(e2e: Stack, second_gateway: str) ->
     _update(e2e, key, expires_at=timezone.now() - timedelta(seconds=1))
     assert timed(401, "the expiry on both processes", OPUS) <= WINDOW
     assert all("expired" in _status(url, key, OPUS)[1]["error"]["message"] for url in urls)
+
+
+def test_revoked_key_says_when_it_was_revoked(e2e: Stack) -> None:
+    """Issue 34 item 5: a revoked key is told apart from a made-up one, on both APIs."""
+    from accounts.models import ApiKey
+    from accounts.services import revoke_api_key
+
+    key = e2e.new_key()
+    _service(e2e, revoke_api_key, key)
+    with e2e.blocker.unblock():
+        revoked = ApiKey.objects.get(pk=key.key_id).revoked_at
+    assert revoked is not None
+    wait_for(lambda: _status(e2e.url, key)[0] == 401, WINDOW, what="the revocation to apply")
+    with pytest.raises(anthropic.AuthenticationError) as info:
+        _anthropic(e2e.url, key).messages.create(model=HAIKU, max_tokens=16, messages=_hi())
+    message = info.value.body["error"]["message"]
+    assert "was revoked on " + revoked.strftime("%Y-%m-%d at %H:%M UTC") in message, message
+    with pytest.raises(openai.AuthenticationError) as oinfo:
+        _openai(e2e.url, key).chat.completions.create(model=HAIKU, messages=_hi())
+    assert "was revoked on" in oinfo.value.body["message"]
+    assert oinfo.value.body["code"] == "invalid_api_key"
+    # A made-up key of the same shape still reads "invalid API key".
+    from accounts.keys import generate
+
+    made_up = Key(secret=generate(), key_id=0, org_id=0)  # well formed, never issued
+    assert _status(e2e.url, made_up)[1]["error"]["message"] == "invalid API key"
+
+
+def test_ip_allow_list_refuses_outsiders_naming_their_address(e2e: Stack) -> None:
+    """Issue 34: a key with an IP allow-list answers 403 from outside it (permission_error on
+    the Anthropic API, permission_denied on the OpenAI API), naming the caller's address; a
+    client's own X-Forwarded-For changes nothing (no trusted proxies by default)."""
+    from accounts.models import ApiKey
+    from accounts.services import update_api_key_limits
+
+    key = e2e.new_key()
+    with e2e.blocker.unblock():
+        row = ApiKey.objects.get(pk=key.key_id)
+        update_api_key_limits(
+            key=row, rpm_limit=row.rpm_limit, spend_cap_nano=None, allowed_ips=["192.0.2.0/24"]
+        )
+    wait_for(lambda: _status(e2e.url, key)[0] == 403, WINDOW, what="the allow-list to apply")
+    with pytest.raises(anthropic.PermissionDeniedError) as info:
+        _anthropic(e2e.url, key).messages.create(
+            model=HAIKU,
+            max_tokens=16,
+            messages=_hi(),
+            extra_headers={"x-forwarded-for": "192.0.2.10"},  # not believed
+        )
+    assert info.value.body["error"]["type"] == "permission_error"
+    assert "may not be used from 127.0.0.1" in info.value.body["error"]["message"]
+    with pytest.raises(openai.PermissionDeniedError) as oinfo:
+        _openai(e2e.url, key).chat.completions.create(model=HAIKU, messages=_hi())
+    assert oinfo.value.body["code"] == "permission_denied"
+    assert "127.0.0.1" in oinfo.value.body["message"]
+    assert len(e2e.usage(api_key_id=key.key_id)) == 0  # nothing billed or sent upstream
+
+    with e2e.blocker.unblock():
+        row = ApiKey.objects.get(pk=key.key_id)
+        update_api_key_limits(
+            key=row, rpm_limit=row.rpm_limit, spend_cap_nano=None, allowed_ips=["127.0.0.0/8"]
+        )
+    wait_for(lambda: _status(e2e.url, key)[0] == 200, WINDOW, what="the new allow-list")
+    assert _openai(e2e.url, key).chat.completions.create(model=HAIKU, messages=_hi()).choices
+
+
+def test_trusted_proxy_forwards_the_callers_address(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """EZAT_TRUSTED_PROXIES: behind a listed proxy, the caller is the address it forwards."""
+    from django.db import connection
+
+    from accounts.models import ApiKey
+    from accounts.services import update_api_key_limits
+
+    key = stack.new_key()
+    with stack.blocker.unblock():
+        row = ApiKey.objects.get(pk=key.key_id)
+        update_api_key_limits(
+            key=row, rpm_limit=row.rpm_limit, spend_cap_nano=None, allowed_ips=["192.0.2.0/24"]
+        )
+        db_url = database_url(connection.settings_dict)
+    gateway = start_gateway(
+        db_url,
+        e2e_redis_url(),
+        tmp_path_factory.mktemp("gateway-proxy"),
+        {"EZAT_TRUSTED_PROXIES": "127.0.0.1/32"},
+    )
+    try:
+        client = _anthropic(gateway.url, key)
+        inside = client.messages.create(
+            model=HAIKU, max_tokens=16, messages=_hi(),
+            extra_headers={"x-forwarded-for": "6.6.6.6, 192.0.2.10"},
+        )  # fmt: skip
+        assert inside.content
+        with pytest.raises(anthropic.PermissionDeniedError) as info:
+            client.messages.create(
+                model=HAIKU, max_tokens=16, messages=_hi(),
+                extra_headers={"x-forwarded-for": "192.0.2.10, 198.51.100.4"},
+            )  # fmt: skip
+        assert "may not be used from 198.51.100.4" in info.value.body["error"]["message"]
+    finally:
+        gateway.stop()

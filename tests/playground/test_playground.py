@@ -44,6 +44,7 @@ def test_run_body_builds_a_streaming_responses_request() -> None:
         ([], "JSON object"),
         ({"prompt": "x"}, "model"),
         ({"model": "m", "prompt": 3}, "prompt"),
+        ({"model": "m", "prompt": " \n "}, "prompt: write a prompt first"),  # issue 34
         ({"model": "m", "system": [], "prompt": "x"}, "system"),
         ({"model": "m", "prompt": "x", "reasoning": "extreme"}, "reasoning"),
     ],

@@ -36,6 +36,14 @@ class Command(BaseCommand):
             help="a model the key may call (repeat it; default: every model)",
         )
         parser.add_argument(
+            "--allow-ip",
+            action="append",
+            default=[],
+            metavar="CIDR",
+            help="a network the key may be used from, e.g. 203.0.113.0/24 (repeat it; "
+            "default: anywhere)",
+        )
+        parser.add_argument(
             "--replace",
             action="store_true",
             help="revoke the org's active keys of the same --name (re-runs do not pile keys up)",
@@ -62,6 +70,7 @@ class Command(BaseCommand):
                     spend_cap_nano=cap_nano,
                     spend_cap_period=str(options["cap_period"]),
                     allowed_models=list(options["allow_model"]),  # type: ignore[call-overload]
+                    allowed_ips=list(options["allow_ip"]),  # type: ignore[call-overload]
                 )
         except AccountsError as exc:
             raise CommandError(str(exc)) from exc
