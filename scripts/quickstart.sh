@@ -7,6 +7,13 @@
 # them on every exit (Ctrl-C, TERM, HUP, an error); logs go to var/log/; the logins and the API
 # key are in var/demo-credentials.txt (mode 600), printed on every run; each run replaces the
 # previous run's quickstart key instead of adding one.
+#
+# Each run enables exactly the deployments it prints and disables the other quickstart ones
+# (`anthropic`, `simulator`, `simulator-bedrock`, `simulator-vertex`), whatever an earlier run
+# left: add_deployment updates an existing deployment but never re-enables one (an operator's
+# --disable must survive a credential update), so the run enables its own explicitly.
+# EZAT_QUICKSTART_SETUP_ONLY=1 stops after that set-up (the database, the key, the deployments)
+# without starting the gateway: tests/foundation/test_quickstart_deployments.py uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-8000}
@@ -64,6 +71,7 @@ $PY manage.py ensure_demo_users --credentials "$CREDENTIALS" --api-key "$KEY"
 
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     $PY manage.py add_deployment anthropic --url https://api.anthropic.com --api-key "$ANTHROPIC_API_KEY" >/dev/null
+    $PY manage.py set_deployment anthropic --enable >/dev/null
     for name in simulator simulator-bedrock simulator-vertex; do
         $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true
     done
@@ -110,10 +118,16 @@ else
                 --service-account-file "$SA" >/dev/null
             ;;
         esac
+        $PY manage.py set_deployment "$name" --enable >/dev/null
         UPSTREAM="$UPSTREAM $platform simulator on :$port (log $log);"
         port=$((port + 1))
     done
     UPSTREAM="$UPSTREAM (set ANTHROPIC_API_KEY to use Anthropic)"
+fi
+
+if [ "${EZAT_QUICKSTART_SETUP_ONLY:-0}" = "1" ]; then
+    echo "==> set up; not starting the gateway (EZAT_QUICKSTART_SETUP_ONLY=1): upstream:$UPSTREAM"
+    exit 0
 fi
 
 cat <<MSG

@@ -200,3 +200,14 @@ def test_commands_exit_non_zero_on_bad_input() -> None:
     )
     assert result.returncode != 0
     assert "Error" in result.stderr
+
+
+def test_add_deployment_on_a_disabled_one_keeps_it_disabled_and_says_so() -> None:
+    run("load_catalog")
+    run("add_deployment", "d1", "--url", "http://127.0.0.1:9", "--api-key", "sk-1234567890abcd")
+    run("set_deployment", "d1", "--disable")
+    output = run(
+        "add_deployment", "d1", "--url", "http://127.0.0.1:9", "--api-key", "sk-1234567890abcd"
+    )
+    assert not Deployment.objects.get(name="d1").enabled
+    assert "set_deployment d1 --enable" in output

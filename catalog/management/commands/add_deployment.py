@@ -101,3 +101,9 @@ class Command(BaseCommand):
         verb = "created" if created else "updated"
         where = deployment.base_url or f"{kind} {deployment.region}"
         self.stdout.write(f"deployment {deployment.name} {verb} ({where})")
+        if not deployment.enabled:
+            # An update never re-enables: an operator's --disable survives a key rotation.
+            self.stdout.write(
+                f"deployment {deployment.name} is disabled: it serves nothing until "
+                f"`manage.py set_deployment {deployment.name} --enable`"
+            )
