@@ -5,6 +5,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.credential_chain import missing_credentials
 from catalog.platform_config import KINDS, PlatformConfigError, read_service_account_file
 from catalog.services import CatalogDataError, upsert_deployment
 from ezat.cli import fraction, positive_int
@@ -101,6 +102,18 @@ class Command(BaseCommand):
         verb = "created" if created else "updated"
         where = deployment.base_url or f"{kind} {deployment.region}"
         self.stdout.write(f"deployment {deployment.name} {verb} ({where})")
+        why = missing_credentials(deployment)
+        if why is not None:
+            hint = (
+                "give --aws-access-key-id/--aws-secret-access-key or --bedrock-api-key"
+                if kind == "bedrock"
+                else "give --service-account-file"
+            )
+            self.stderr.write(
+                f"warning: deployment {deployment.name} has no credentials of its own and {why} "
+                f"on this machine: its requests will fail unless the gateway's host has them "
+                f"({hint})"
+            )
         if not deployment.enabled:
             # An update never re-enables: an operator's --disable survives a key rotation.
             self.stdout.write(
