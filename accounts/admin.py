@@ -23,12 +23,13 @@ from accounts.services import (
     revoke_management_key,
     update_api_key_limits,
 )
+from ezat.money_fields import AmountField
 from ezat.pricing import usd_to_nano
 from ezat.templatetags.dashboard import format_usd
 
 
 class ApiKeyAdminForm(forms.ModelForm):
-    spend_cap_usd = forms.DecimalField(
+    spend_cap_usd = AmountField(
         label="Spend cap (USD)",
         min_value=Decimal(0),
         max_digits=18,
