@@ -22,7 +22,7 @@ from django.db import close_old_connections
 from catalog.chains import AUTO_MODEL_ID, AUTO_MODEL_NAME, is_auto
 from catalog.crypto import ProviderKeyDecryptionError
 from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
-from catalog.platform_config import default_base_url, default_model_id
+from catalog.platform_config import base_url_for, default_model_id
 from catalog.schema import EFFORT_LEVELS
 from ezat.pricing import Prices, PriceSchedule, PriceTier, TierError
 
@@ -219,7 +219,7 @@ def build_snapshot() -> CatalogSnapshot:
             id=d.id,
             name=d.name,
             kind=d.kind,
-            base_url=d.base_url or default_base_url(d.kind, d.region),
+            base_url=base_url_for(d.kind, d.base_url, d.region),
             api_key=api_key,
             weight=d.weight,
             max_concurrency=d.max_concurrency,
