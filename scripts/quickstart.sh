@@ -30,8 +30,9 @@ ports=("PORT=$PORT")
 if [ -z "${ANTHROPIC_API_KEY:-}" ]; then  # one simulator port per platform, from SIM_PORT up
     n=0
     for platform in anthropic bedrock vertex; do
-        case ",$PLATFORMS," in *",$platform,"*) ports+=("SIM_PORT+$n=$((SIM_PORT + n))"); n=$((n + 1)) ;; esac
+        case ",$PLATFORMS," in *",$platform,"*) n=$((n + 1)) ;; esac
     done
+    ports+=("SIM_PORT=$SIM_PORT:$n")
 fi
 python3 scripts/check_ports.py "${ports[@]}" || exit 1
 
