@@ -1,6 +1,6 @@
 """Platform adapters: how a Messages request reaches Claude on each deployment kind.
 
-DESIGN.md "Platforms": each adapter has the URL of a request for a model, a pure rewrite of the
+docs/design.md "Platforms": each adapter has the URL of a request for a model, a pure rewrite of the
 Messages body and headers into the platform's form, its authentication (a signer or a token
 source, refreshed off the request path) and a decoder from the platform's framing to Anthropic
 stream events. The exchange stays platform-blind: it sees Anthropic events, replies and errors
