@@ -49,13 +49,17 @@ def _advice(*specs: str) -> dict[str, int]:
 
 def test_a_busy_port_gets_a_free_one_that_the_simulators_do_not_use(held: int) -> None:
     advice = _advice(f"PORT={held}", f"SIM_PORT={held + 1}:3")
-    assert set(advice) == {"PORT"}
+    # (SIM_PORT is advised too only when another process on this busy box holds one of them.)
+    assert "PORT" in advice, advice
     assert advice["PORT"] not in range(held, held + 4) and _free(advice["PORT"])
+    if "SIM_PORT" in advice:
+        assert advice["PORT"] not in range(advice["SIM_PORT"], advice["SIM_PORT"] + 3)
 
 
 def test_a_busy_simulator_port_moves_all_the_simulators(held: int) -> None:
     advice = _advice(f"PORT={held - 1}", f"SIM_PORT={held - 2}:3")  # the 2nd simulator's
-    assert set(advice) == {"SIM_PORT"}
+    assert "SIM_PORT" in advice, advice
     start = advice["SIM_PORT"]
     ports = range(start, start + 3)
     assert held not in ports and held - 1 not in ports and all(_free(p) for p in ports)
+    assert advice.get("PORT", held - 1) not in ports
