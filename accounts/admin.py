@@ -24,11 +24,12 @@ from accounts.services import (
     update_api_key_limits,
 )
 from ezat import money
+from ezat.money_fields import AmountField
 from ezat.pricing import usd_to_nano
 
 
 class ApiKeyAdminForm(forms.ModelForm):
-    spend_cap_usd = forms.DecimalField(
+    spend_cap_usd = AmountField(
         label="Spend cap (USD)",
         min_value=Decimal(0),
         max_digits=18,

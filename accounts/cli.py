@@ -12,6 +12,6 @@ from accounts.models import Organization
 
 def get_org(name: str) -> Organization:
     try:
-        return Organization.objects.get(name=name)
+        return Organization.objects.get(name__iexact=name)  # unique ignoring case
     except Organization.DoesNotExist as exc:
         raise CommandError(f"unknown organization {name!r}") from exc

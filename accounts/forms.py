@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounts import ip_allow
 from accounts.models import ApiKey, Membership, Organization
 from ezat import money
+from ezat.money_fields import AmountField
 from ezat.pricing import usd_to_nano
 
 
@@ -39,7 +40,7 @@ class KeyLimitsForm(forms.Form):
         required=False,
         help_text="Concurrent requests of this key. Empty = the default limit.",
     )
-    spend_cap_usd = forms.DecimalField(
+    spend_cap_usd = AmountField(
         label="Spend cap (USD)",
         min_value=Decimal(0),
         max_digits=18,

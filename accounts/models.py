@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 
@@ -23,6 +24,17 @@ class Organization(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            # `acme` and `Acme` are one tenant: a second one would split its keys and billing.
+            models.UniqueConstraint(
+                Lower("name"),
+                name="org_name_unique_ignoring_case",
+                violation_error_message=(
+                    "An organization with this name already exists (names are compared "
+                    "ignoring case)."
+                ),
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

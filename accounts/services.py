@@ -48,8 +48,13 @@ def create_org(*, name: str) -> Organization:
     name = name.strip()
     if not name:
         raise AccountsError("organization name must not be empty")
-    if Organization.objects.filter(name=name).exists():
-        raise AccountsError(f"organization {name!r} already exists")
+    # Ignoring case, as the database's constraint does: `Acme` is the tenant `acme` already is.
+    existing = Organization.objects.filter(name__iexact=name).values_list("name", flat=True).first()
+    if existing is not None:
+        raise AccountsError(
+            f"organization {name!r} already exists"
+            + (f" as {existing!r} (names are compared ignoring case)" if existing != name else "")
+        )
     return Organization.objects.create(name=name)
 
 

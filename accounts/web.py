@@ -2,7 +2,7 @@
 
 Every dashboard page (accounts, billing, alerts, playground) is wrapped in `org_view` and renders
 with `page(...)`. They live here, not in `accounts/views.py`, so the apps above accounts import
-this small module instead of account pages (see "Dependencies between the apps" in README.md).
+this small module instead of account pages (see "Dependencies between the apps" in docs/design.md).
 
 Tenancy: a page never takes an org id it has not checked. `org_view` resolves the current org
 from the session (or `?org=<id>`), verifies the signed-in user is a member — 404 otherwise, so

@@ -10,11 +10,12 @@ from django import forms
 from alerts.models import AlertSettings
 from alerts.webhook import WebhookURLError, check_webhook_url
 from ezat import money
+from ezat.money_fields import AmountField
 from ezat.pricing import usd_to_nano
 
 
 class AlertSettingsForm(forms.Form):
-    low_balance_usd = forms.DecimalField(
+    low_balance_usd = AmountField(
         label="Low balance alert below (USD)",
         max_digits=18,
         decimal_places=9,

@@ -1,6 +1,6 @@
 """Webhook signatures (pure): HMAC-SHA256 over "<timestamp>.<body>" with the org's secret.
 
-Headers on every delivery (documented in README.md, "Alerts"):
+Headers on every delivery (documented in docs/features.md, "Alerts"):
     X-EZAT-Timestamp: <unix seconds>
     X-EZAT-Signature: v1=<hex HMAC-SHA256(secret, "<timestamp>." + raw body)>
 A receiver recomputes the HMAC over the raw body bytes, compares in constant time, and refuses

@@ -22,6 +22,7 @@ from django.template.response import TemplateResponse
 from accounts.models import Membership, Organization
 from billing.dashboard_selectors import month_start
 from billing.services import BillingError, grant_credit
+from ezat.money_fields import AmountField
 from ezat.pricing import usd_to_nano
 from ezat.templatetags.dashboard import format_usd
 
@@ -29,7 +30,7 @@ MAX_GRANT_USD = Decimal(1_000_000)  # a typo guard, not a business limit: grant 
 
 
 class GrantCreditForm(forms.Form):
-    amount_usd = forms.DecimalField(
+    amount_usd = AmountField(
         label="Amount (USD)",
         min_value=Decimal("0.000000001"),
         max_value=MAX_GRANT_USD,

@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -32,6 +33,7 @@ from catalog.platform_config import OPENAI_KINDS, PlatformConfig, PlatformConfig
 from catalog.platform_config import check as check_platform
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
+from ezat.money_fields import AmountField
 from ezat.pricing import TierError, check_tier_bounds
 
 
@@ -183,6 +185,8 @@ class PriceTierFormSet(forms.BaseInlineFormSet):
 class PriceTierInline(admin.TabularInline):
     model = PriceTier
     formset = PriceTierFormSet
+    # Prices are typed by people: plain digits only, bounds worded without exponents.
+    formfield_overrides = {models.DecimalField: {"form_class": AmountField}}
     extra = 2
     min_num = 1
     fields = (

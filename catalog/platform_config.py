@@ -138,6 +138,28 @@ def default_base_url(kind: str, region: str) -> str:
     return ""
 
 
+# The API version in a Vertex base URL: the root the request paths start from is `…/v1`.
+_VERTEX_VERSION_PATH = re.compile(r"/v1(?:beta1)?$")
+
+
+def vertex_base_url(url: str) -> str:
+    """A Vertex base URL with its API version: `https://host` and `https://host/v1` both mean
+    `https://host/v1` (the request paths, `/projects/…`, start below the version). Any other
+    path is a proxy's prefix and keeps it: `https://proxy/vertex` → `https://proxy/vertex/v1`."""
+    url = url.strip().rstrip("/")
+    if not url or _VERTEX_VERSION_PATH.search(url):
+        return url
+    return url + "/v1"
+
+
+def base_url_for(kind: str, base_url: str, region: str) -> str:
+    """The base URL requests go to: the deployment's own (Vertex: with its version), else the
+    platform's regional default."""
+    if not base_url:
+        return default_base_url(kind, region)
+    return vertex_base_url(base_url) if kind == VERTEX else base_url
+
+
 def check(config: PlatformConfig, *, existing_secrets: bool = False) -> PlatformConfig:
     """Raise PlatformConfigError for the first thing that cannot work; the config, normalised.
 
@@ -149,6 +171,8 @@ def check(config: PlatformConfig, *, existing_secrets: bool = False) -> Platform
     config.region = config.region.strip()
     config.project = config.project.strip()
     config.base_url = config.base_url.strip().rstrip("/")
+    if kind == VERTEX:  # saved with its version, so what the admin shows is what is called
+        config.base_url = vertex_base_url(config.base_url)
     _check_model_ids(config.model_ids)
     _check_options(config.options)
     if kind in OPENAI_KINDS:

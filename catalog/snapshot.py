@@ -25,7 +25,7 @@ from catalog.media import CONSERVATIVE_FIGURES, MediaFigures
 from catalog.platform_config import (
     CLAUDE_KINDS,
     OPENAI_KINDS,
-    default_base_url,
+    base_url_for,
     default_model_id,
 )
 from catalog.schema import EFFORT_LEVELS
@@ -230,7 +230,7 @@ def build_snapshot() -> CatalogSnapshot:
             id=d.id,
             name=d.name,
             kind=d.kind,
-            base_url=d.base_url or default_base_url(d.kind, d.region),
+            base_url=base_url_for(d.kind, d.base_url, d.region),
             api_key=api_key,
             weight=d.weight,
             max_concurrency=d.max_concurrency,

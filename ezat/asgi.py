@@ -4,8 +4,8 @@ The two inference APIs (`/v1/…`, `/openai/v1/…`) go straight to the gateway'
 everything else (admin, dashboard, management API, /api/models, health) is served by Django
 with its full middleware stack, and websockets by Channels.
 
-Why a dispatcher in front of Django: measured on this machine (DESIGN.md), Django's request path
-costs ~0.55 ms of CPU per request with no middleware and ~1.2 ms more with the default
+Why a dispatcher in front of Django: measured on this machine (docs/design.md), Django's request
+path costs ~0.55 ms of CPU per request with no middleware and ~1.2 ms more with the default
 synchronous stack — the whole per-request budget of the gateway is 1 ms. The gateway handlers
 still use Django's ORM, settings and apps; they just skip the request/response machinery.
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -73,11 +73,14 @@ def port(option: str) -> Callable[[str], int]:
 
 
 def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
-    """A USD amount as nano-USD. Refuses floats' friends: NaN, infinities, >9 decimals."""
+    """A USD amount as nano-USD. Refuses floats' friends: exponent notation, NaN, infinities,
+    >9 decimals."""
+    from ezat.money import MoneyInputError, parse_amount
+
     try:
-        amount = Decimal(value.strip())
-    except (InvalidOperation, AttributeError) as exc:
-        raise CommandError(f"{what}: {value!r} is not a number of USD") from exc
+        amount = parse_amount(value)  # plain digits only: "1e3" is refused, not $1,000
+    except MoneyInputError as exc:
+        raise CommandError(f"{what}: {exc} (USD)") from exc
     if not amount.is_finite() or amount < 0 or (amount == 0 and not allow_zero):
         raise CommandError(f"{what}: must be a positive amount of USD, got {value!r}")
     if amount > MAX_USD:

@@ -10,6 +10,7 @@ the decimal point without any rounding.
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 MICRO = -6  # micro-USD → USD
@@ -192,3 +193,36 @@ def ago(seconds: float) -> str:
             n = s // size
             return f"{n} {unit}{'' if n == 1 else 's'} ago"
     return "just now"  # unreachable: s >= 60 matched "minute"
+
+
+# --- Input: the one parser of amounts people type (issue 33) -----------------------------------
+# `Decimal("1e3")` is 1000: an amount typed as "1e3" (or pasted from a spreadsheet as "1E-9")
+# would grant $1,000. Every money input (the CLI, the admin, the dashboard, the management API)
+# reads its text here first, so exponent notation is refused everywhere with the same words.
+
+_PLAIN_AMOUNT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+class MoneyInputError(ValueError):
+    """Text that is not a plain decimal amount; the message says why, for the person typing."""
+
+
+class ExponentNotation(MoneyInputError):
+    """A number, but written with an exponent ("1e3"): refused, never read as 1000."""
+
+
+def parse_amount(text: str) -> Decimal:
+    """A plain decimal ("1000", "0.25", ".5", "-3"): digits, at most one point, an optional sign.
+    Exponent notation, NaN, infinities, spaces inside and thousands separators are refused;
+    bounds and decimals are the caller's (they differ per input)."""
+    value = str(text).strip()
+    if _PLAIN_AMOUNT.fullmatch(value):
+        return Decimal(value)
+    if re.fullmatch(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)[eE][+-]?\d{1,6}", value):
+        amount = Decimal(value)
+        # The plain form as an example, when it is short enough to be one.
+        example = f" (e.g. {plain(amount)})" if -12 <= amount.adjusted() <= 12 else ""
+        raise ExponentNotation(
+            f"{value!r} uses exponent notation: write the amount in plain digits{example}"
+        )
+    raise MoneyInputError(f"{value!r} is not a number: use digits and at most one decimal point")

@@ -16,9 +16,12 @@ from asgiref.sync import async_to_sync
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 from catalog.admin import DeploymentAdmin
 from catalog.models import Deployment
+from gateway.selectors import AttemptError, last_attempt_errors
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,13 @@ def live_states(deployment_ids: Sequence[int]) -> dict[int, str]:
     return states
 
 
+def describe_error(error: AttemptError | None) -> str:
+    """The last failed attempt in words with its age, or "—" when the recent log has none."""
+    if error is None:
+        return "—"
+    return f"{error.describe()} ({timesince(error.at, timezone.now())} ago)"
+
+
 def _insert_before(names: tuple[str, ...], name: str, before: str | None) -> tuple[str, ...]:
     if before is None or before not in names:
         return (*names, name)
@@ -79,19 +89,40 @@ admin.site.unregister(Deployment)
 
 @admin.register(Deployment)
 class LiveDeploymentAdmin(DeploymentAdmin):
-    list_display = _insert_before(tuple(DeploymentAdmin.list_display), "live_state", None)
-    fields = _insert_before(tuple(DeploymentAdmin.fields), "live_state", "created_at")
+    list_display = _insert_before(
+        _insert_before(tuple(DeploymentAdmin.list_display), "live_state", None), "last_error", None
+    )
+    fields = _insert_before(
+        _insert_before(tuple(DeploymentAdmin.fields), "live_state", "created_at"),
+        "last_error",
+        "created_at",
+    )
     readonly_fields = _insert_before(
-        tuple(DeploymentAdmin.readonly_fields), "live_state", "created_at"
+        _insert_before(tuple(DeploymentAdmin.readonly_fields), "live_state", "created_at"),
+        "last_error",
+        "created_at",
     )
 
     def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
         changelist = super().get_changelist_instance(request)
-        # One limiter/cooldown lookup per page instead of one per row.
+        # One limiter/cooldown lookup and one request-log scan per page instead of one per row.
         states = live_states([d.pk for d in changelist.result_list])
+        errors = last_attempt_errors(d.name for d in changelist.result_list)
         for deployment in changelist.result_list:
             deployment._live_state = states.get(deployment.pk, NOT_AVAILABLE)
+            deployment._last_error = describe_error(errors.get(deployment.name))
         return changelist
+
+    @admin.display(description="Last error")
+    def last_error(self, obj: Deployment) -> str:
+        """The newest failed attempt on it in the recent request log, with the operator's reason
+        (the exception and its message, which callers never see)."""
+        if obj.pk is None:
+            return "—"
+        cached = getattr(obj, "_last_error", None)
+        if cached is not None:
+            return str(cached)
+        return describe_error(last_attempt_errors([obj.name]).get(obj.name))
 
     @admin.display(description="Live state")
     def live_state(self, obj: Deployment) -> str:

@@ -52,8 +52,11 @@ class GatewayError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        reason: str = "",
     ) -> None:
         super().__init__(message)
+        # For the operator only (the request log's attempt, the log): never rendered to clients.
+        self.reason = reason
         self.status = status
         self.message = message
         self.type = type_ or ANTHROPIC_TYPES.get(

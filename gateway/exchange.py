@@ -30,7 +30,7 @@ from billing.recorder import UsageData, record_usage
 from catalog.snapshot import ModelInfo, Route
 from ezat import money
 from ezat.pricing import TokenCounts
-from gateway import limits, metrics
+from gateway import connect_errors, limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError
@@ -701,6 +701,10 @@ def _unusable(exc: UnusableDeployment) -> AttemptFailed:
 
 
 def _connect_error(exc: BaseException) -> GatewayError:
+    # Words for the caller; the class and message for the operator (gateway/connect_errors.py).
     return GatewayError(
-        502, f"could not reach the provider ({type(exc).__name__})", type_="api_error"
+        502,
+        connect_errors.customer_message(exc),
+        type_="api_error",
+        reason=connect_errors.operator_reason(exc),
     )

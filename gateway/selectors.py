@@ -1,7 +1,11 @@
-"""Reads of stored responses (synchronous ORM; the API handlers call them in a thread)."""
+"""Reads of stored responses (synchronous ORM; the API handlers call them in a thread), and the
+admin's last failed attempt per deployment (from the request log)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -32,3 +36,44 @@ def stored_contexts(org_id: int, response_ids: list[str]) -> dict[str, dict[str,
     ).values_list("response_id", "context")
     decoded = ((rid, nul_escape.decode(ctx)) for rid, ctx in rows)
     return {rid: ctx for rid, ctx in decoded if isinstance(ctx, dict)}
+
+
+# How far back the admin looks for a deployment's last failed attempt: the newest request-log
+# rows only (indexed on created_at), so the page costs the same at any history size. A
+# deployment whose last failure is older than this many requests shows none.
+LAST_ERROR_SCAN = 2000
+NOT_FAILURES = ("ok", "full", "skipped", "no_deployment")
+
+
+@dataclass(frozen=True)
+class AttemptError:
+    at: datetime
+    outcome: str
+    status: int | None
+    reason: str
+
+    def describe(self) -> str:
+        why = self.reason or (f"HTTP {self.status}" if self.status else "")
+        return f"{self.outcome}: {why}" if why else self.outcome
+
+
+def last_attempt_errors(
+    names: Iterable[str], scan: int = LAST_ERROR_SCAN
+) -> dict[str, AttemptError]:
+    """deployment name -> its newest failed attempt among the last `scan` logged requests."""
+    from billing.models import RequestLog
+
+    wanted = set(names)
+    found: dict[str, AttemptError] = {}
+    rows = RequestLog.objects.order_by("-created_at").values_list("created_at", "attempts")
+    for created_at, attempts in rows[:scan]:
+        for attempt in attempts if isinstance(attempts, list) else []:
+            name = attempt.get("deployment") if isinstance(attempt, dict) else None
+            outcome = str(attempt.get("outcome", "")) if name else ""
+            if name in wanted and name not in found and outcome not in NOT_FAILURES:
+                found[name] = AttemptError(
+                    created_at, outcome, attempt.get("status"), str(attempt.get("reason", ""))
+                )
+        if len(found) == len(wanted):
+            break
+    return found

@@ -2,7 +2,7 @@
 
 Why not a general-purpose client: the gateway makes exactly one kind of call (a POST with a
 JSON body; a JSON or SSE answer) and it is the largest single cost on the hot path. Measured on
-the benchmark machine (DESIGN.md and bench/): httpx's async client cost 1.1–1.9 ms of CPU per
+the benchmark machine (docs/design.md and bench/): httpx's async client cost 1.1–1.9 ms of CPU per
 proxied request, aiohttp's 0.13–0.27 ms, and for a streamed answer aiohttp's StreamReader
 machinery took ~20 % of the gateway's CPU per event. This client writes the request in one
 call, parses with httptools (C), and hands body chunks to the reader as they arrive.

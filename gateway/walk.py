@@ -8,6 +8,7 @@ no chain is the special case of a chain of one.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +26,8 @@ from gateway.routing import failover_order, health, route_order
 from gateway.routing_policies import in_flight
 from gateway.signed_kinds import kinds as signed_kinds
 from gateway.signed_kinds import spans_kinds
+
+logger = logging.getLogger(__name__)
 
 # Efforts that may think for minutes before the first token: they get the longer start deadline.
 HIGH_EFFORTS = frozenset({"high", "xhigh", "max"})
@@ -309,7 +312,9 @@ class ChainWalk:
                 result = await attempt(route)
             except AttemptFailed as failed:
                 self._end_busy()
-                self._log_attempt(route, failed.outcome, started, failed.error.status)
+                self._log_attempt(
+                    route, failed.outcome, started, failed.error.status, failed.error.reason
+                )
                 await self._release_slot()
                 if failed.retryable and not failed.healthy:
                     health.failure(dep.id)
@@ -347,17 +352,25 @@ class ChainWalk:
         prepared = self.candidate.prepared
         return prepared.effort if prepared is not None else None
 
-    def _log_attempt(self, route: Route, outcome: str, started: float, status: int | None) -> None:
+    def _log_attempt(
+        self, route: Route, outcome: str, started: float, status: int | None, reason: str = ""
+    ) -> None:
         ms = round((time.perf_counter() - started) * 1000, 1)
-        self.attempts.append(
-            {
-                "model": self.model.id,
-                "deployment": route.deployment.name,
-                "outcome": outcome,
-                "status": status,
-                "ttfb_ms": ms,
-            }
-        )
+        attempt: dict[str, Any] = {
+            "model": self.model.id,
+            "deployment": route.deployment.name,
+            "outcome": outcome,
+            "status": status,
+            "ttfb_ms": ms,
+        }
+        if reason:
+            # The operator's why (the exception's class and message: "PlatformAuthError: no AWS
+            # credentials found in the standard chain"), kept out of the caller's error text.
+            attempt["reason"] = reason
+            logger.warning(
+                "deployment %s: attempt failed (%s): %s", route.deployment.name, outcome, reason
+            )
+        self.attempts.append(attempt)
         metrics.child(metrics.UPSTREAM_ATTEMPTS, route.deployment.name, outcome).inc()
 
     def _end_busy(self) -> None:

@@ -1,7 +1,10 @@
 """`make run`'s check before it starts anything: each port given must be free on 127.0.0.1.
 
 For a port in use it prints one line naming the port and the process holding it (found through
-/proc, no extra tools) and exits 1, so the quickstart stops before starting half its processes.
+/proc, no extra tools), then one command to run instead, valid shell, with free ports that no
+other variable of the run uses (`PORT=8001 SIM_PORT=8790 make run`), and exits 1, so the
+quickstart stops before starting half its processes. Arguments: `NAME=PORT`, or
+`NAME=PORT:COUNT` for COUNT consecutive ports (the simulators, one per platform from SIM_PORT).
 Standard library only: it runs before anything else is set up.
 """
 
@@ -56,19 +59,46 @@ def holder(port: int) -> str:
     return "a process this user cannot see"
 
 
+def _parse(spec: str) -> tuple[str, int, int]:
+    """`NAME=PORT` or `NAME=PORT:COUNT` (COUNT consecutive ports from PORT: one simulator per
+    platform from SIM_PORT up)."""
+    name, _, value = spec.partition("=")
+    first, _, count = value.partition(":")
+    return name, int(first), int(count or 1)
+
+
+def _suggest(first: int, count: int, taken: set[int]) -> int | None:
+    """The next start after `first` whose `count` ports are free and not another variable's."""
+    for start in range(first + 1, min(first + 1000, 65536 - count + 1)):
+        ports = range(start, start + count)
+        if not any(p in taken for p in ports) and not any(_in_use(p) for p in ports):
+            return start
+    return None
+
+
 def main(argv: list[str]) -> int:
-    status = 0
-    for spec in argv:
-        name, _, value = spec.partition("=")
-        port = int(value)
-        if _in_use(port):
-            print(
-                f"{name}={port}: port {port} is in use by {holder(port)}; stop it, or run with "
-                f"another {name} (e.g. {name}={port + 1} make run)",
-                file=sys.stderr,
-            )
-            status = 1
-    return status
+    specs = [_parse(spec) for spec in argv]
+    # Every port this run will use: a suggestion must not collide with another variable's.
+    taken = {p for _, first, count in specs for p in range(first, first + count)}
+    fixes: list[str] = []
+    for name, first, count in specs:
+        busy = [p for p in range(first, first + count) if _in_use(p)]
+        if not busy:
+            continue
+        for port in busy:
+            what = name if port == first else f"{name}+{port - first}"
+            print(f"{what}: port {port} is in use by {holder(port)}", file=sys.stderr)
+        start = _suggest(first, count, taken)
+        if start is None:
+            continue
+        taken.update(range(start, start + count))
+        fixes.append(f"{name}={start}")
+    if fixes:
+        command = " ".join([*fixes, "make run"])
+        print(
+            f"stop it, or run on free ports (keep your other variables): {command}", file=sys.stderr
+        )
+    return 1 if any(_in_use(p) for _, f, c in specs for p in range(f, f + c)) else 0
 
 
 if __name__ == "__main__":

@@ -7,6 +7,13 @@
 # them on every exit (Ctrl-C, TERM, HUP, an error); logs go to var/log/; the logins and the API
 # key are in var/demo-credentials.txt (mode 600), printed on every run; each run replaces the
 # previous run's quickstart key instead of adding one.
+#
+# Each run enables exactly the deployments it prints and disables the other quickstart ones
+# (`anthropic`, `simulator`, `simulator-bedrock`, `simulator-vertex`), whatever an earlier run
+# left: add_deployment updates an existing deployment but never re-enables one (an operator's
+# --disable must survive a credential update), so the run enables its own explicitly.
+# EZAT_QUICKSTART_SETUP_ONLY=1 stops after that set-up (the database, the key, the deployments)
+# without starting the gateway: tests/foundation/test_quickstart_deployments.py uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-8000}
@@ -23,8 +30,9 @@ ports=("PORT=$PORT")
 if [ -z "${ANTHROPIC_API_KEY:-}" ]; then  # one simulator port per platform, from SIM_PORT up
     n=0
     for platform in anthropic bedrock vertex; do
-        case ",$PLATFORMS," in *",$platform,"*) ports+=("SIM_PORT+$n=$((SIM_PORT + n))"); n=$((n + 1)) ;; esac
+        case ",$PLATFORMS," in *",$platform,"*) n=$((n + 1)) ;; esac
     done
+    ports+=("SIM_PORT=$SIM_PORT:$n")
 fi
 python3 scripts/check_ports.py "${ports[@]}" || exit 1
 
@@ -64,6 +72,7 @@ $PY manage.py ensure_demo_users --credentials "$CREDENTIALS" --api-key "$KEY"
 
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     $PY manage.py add_deployment anthropic --url https://api.anthropic.com --api-key "$ANTHROPIC_API_KEY" >/dev/null
+    $PY manage.py set_deployment anthropic --enable >/dev/null
     for name in simulator simulator-openai simulator-bedrock simulator-vertex; do
         $PY manage.py set_deployment "$name" --disable >/dev/null 2>&1 || true
     done
@@ -94,6 +103,7 @@ else
             $PY manage.py load_catalog --file catalog/data/simulator_models.json >/dev/null
             $PY manage.py add_deployment simulator-openai --kind openai \
                 --url "http://127.0.0.1:$port/v1" --api-key "$SIM_KEY" --model simulator/gpt-sim >/dev/null
+            $PY manage.py set_deployment simulator-openai --enable >/dev/null
             ;;
         bedrock)
             KEY_ID=$($PY -c 'import secrets; print("AKIA" + secrets.token_hex(8).upper())')
@@ -117,10 +127,16 @@ else
                 --service-account-file "$SA" >/dev/null
             ;;
         esac
+        $PY manage.py set_deployment "$name" --enable >/dev/null
         UPSTREAM="$UPSTREAM $platform simulator on :$port (log $log);"
         port=$((port + 1))
     done
     UPSTREAM="$UPSTREAM (set ANTHROPIC_API_KEY to use Anthropic)"
+fi
+
+if [ "${EZAT_QUICKSTART_SETUP_ONLY:-0}" = "1" ]; then
+    echo "==> set up; not starting the gateway (EZAT_QUICKSTART_SETUP_ONLY=1): upstream:$UPSTREAM"
+    exit 0
 fi
 
 cat <<MSG

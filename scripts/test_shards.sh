@@ -61,9 +61,14 @@ declare -A PIDS=()
 started=$(date +%s)
 for name in "${NAMES[@]}"; do
     log="artifacts/test-$name.log"
-    echo "==> shard $name: ${DIRS[$name]} (log: $log)"
+    echo "==> shard $name started: ${DIRS[$name]} (log: $log)"
+    # The topology shard needs PostgreSQL: on the embedded default (DATABASE_URL unset)
+    # tests/with_postgres.py finds the local server or starts a throwaway one, and says which;
+    # with neither, those tests skip with that reason (and fail in CI, tests/services.py).
+    wrap=()
+    [ "$name" = topology ] && wrap=(.venv/bin/python -m tests.with_postgres)
     # shellcheck disable=SC2086
-    EZAT_TEST_SHARD=$name .venv/bin/python -m pytest ${DIRS[$name]} -p no:cacheprovider \
+    EZAT_TEST_SHARD=$name "${wrap[@]}" .venv/bin/python -m pytest ${DIRS[$name]} -p no:cacheprovider \
         --junitxml="artifacts/junit-$name.xml" >"$log" 2>&1 &
     PIDS[$name]=$!
 done
@@ -74,17 +79,58 @@ stop_shards() {
 trap 'stop_shards; exit 130' INT
 trap 'stop_shards; exit 143' TERM
 
+# Progress while the shards run (the suite takes minutes): each shard's test count once pytest
+# has collected, a line with every running shard's percentage each minute, and each shard's
+# result line as soon as it finishes (not in start order).
+percent() { grep -oE '\[ *[0-9]+%\]' "artifacts/test-$1.log" 2>/dev/null | tail -n 1 | tr -d '[] '; }
+summary() {
+    grep -E '^=+ .*(passed|failed|error|skipped|deselected|no tests ran).* in [0-9.]+s' \
+        "artifacts/test-$1.log" 2>/dev/null | tail -n 1 | tr -d '='
+}
+declare -A STATUS=() COUNTED=()
+last_progress=$started
+while [ ${#STATUS[@]} -lt ${#NAMES[@]} ]; do
+    for name in "${NAMES[@]}"; do
+        [ -n "${STATUS[$name]:-}" ] && continue
+        if [ -z "${COUNTED[$name]:-}" ]; then
+            collected=$(grep -m 1 -oE 'collected [0-9]+ items?( / [0-9]+ deselected)?' \
+                "artifacts/test-$name.log" 2>/dev/null || true)
+            if [ -n "$collected" ]; then
+                echo "==> shard $name: $collected"
+                COUNTED[$name]=1
+            fi
+        fi
+        if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
+            status=0
+            wait "${PIDS[$name]}" || status=$?
+            STATUS[$name]=$status
+            echo "==> shard $name finished (exit $status, $(( $(date +%s) - started )) s):$(summary "$name")"
+        fi
+    done
+    now=$(date +%s)
+    if [ $(( now - last_progress )) -ge 60 ] && [ ${#STATUS[@]} -lt ${#NAMES[@]} ]; then
+        line=""
+        for name in "${NAMES[@]}"; do
+            [ -n "${STATUS[$name]:-}" ] && continue
+            done_part=$(percent "$name")
+            line="$line $name ${done_part:-0%}"
+        done
+        echo "... $(( now - started )) s:$line"
+        last_progress=$now
+    fi
+    [ ${#STATUS[@]} -lt ${#NAMES[@]} ] && sleep 1
+done
+
 failed=()
 for name in "${NAMES[@]}"; do
-    wait "${PIDS[$name]}"
-    status=$?
+    status=${STATUS[$name]}
     echo
-    echo "==================== shard $name (exit $status, $(( $(date +%s) - started )) s since start)"
+    echo "==================== shard $name (exit $status)"
     cat "artifacts/test-$name.log"
-    if [ $status -eq 5 ]; then
+    if [ "$status" -eq 5 ]; then
         echo "shard $name collected no tests: failing" >&2
     fi
-    [ $status -ne 0 ] && failed+=("$name")
+    [ "$status" -ne 0 ] && failed+=("$name")
 done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "==> failed shards: ${failed[*]}" >&2

@@ -42,6 +42,21 @@ class ServiceError(RuntimeError):
     """A service the suite needs could not be started; the message says what to install."""
 
 
+class MissingTool(ServiceError):
+    """A program or service a test needs is not on this machine (chromium, haproxy, PostgreSQL).
+
+    On a developer's machine the test is skipped with this message as its reason (the root
+    conftest turns it into a skip, listed by `-ra` in the summary); in CI it is a failure, so CI
+    never passes by skipping what it must run (`strict()`)."""
+
+
+def strict() -> bool:
+    """Missing tools fail instead of skipping: in CI (`CI` set, as .ci/run and most CI systems
+    do) or with EZAT_TEST_STRICT=1."""
+    flag = os.environ.get("EZAT_TEST_STRICT") or os.environ.get("CI") or ""
+    return flag.lower() not in ("", "0", "false", "no")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,6 +180,20 @@ def stop_session_server() -> None:
 def redis_url(db: int) -> str:
     """A database of the session's private Redis server."""
     return session_server().url(db)
+
+
+def require_postgresql(suite: str) -> None:
+    """`suite` runs on the session's database, which must be PostgreSQL; on the embedded
+    default (SQLite) it is missing, not silently replaced by a server at 127.0.0.1:5432.
+    `make test` gives the suites that need it a PostgreSQL of their own (tests/with_postgres.py)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        raise MissingTool(
+            f"{suite} needs PostgreSQL and this session runs on {connection.vendor} "
+            "(DATABASE_URL unset): run it through `make test`, which finds or starts one, or "
+            "set DATABASE_URL=postgres://..."
+        )
 
 
 def production_shape() -> bool:

@@ -3,7 +3,7 @@
 Every management API view (accounts' org and key endpoints, billing's usage and ledger
 endpoints) derives from `ManagementAPIView` or `OrgScopedAPIView`. They live here, not in
 `accounts/api/views.py`, so billing's API imports this base instead of accounts' endpoints
-(see "Dependencies between the apps" in README.md).
+(see "Dependencies between the apps" in docs/design.md).
 """
 
 from __future__ import annotations

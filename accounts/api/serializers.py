@@ -8,10 +8,11 @@ Dates in query strings: ISO 8601 date or datetime, UTC unless an offset is given
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django.utils.dateparse import parse_date, parse_datetime
@@ -74,11 +75,16 @@ class UsdInputField(serializers.DecimalField):
     def to_internal_value(self, data: Any) -> Decimal:
         if isinstance(data, bool):  # bool is an int: `true` must not mean one dollar
             self.fail("invalid")
-        # Bounds first: DRF's quantize raises InvalidOperation (a 500) on e.g. "1e30".
+        # A string is read as plain digits only (ezat/money.py): "1e3" is refused, not taken as
+        # 1000. A JSON number arrives parsed (its text is gone): its exact decimal value is used.
+        if isinstance(data, float):
+            if not math.isfinite(data):
+                self.fail("invalid")
+            data = money.plain(Decimal(repr(data)))
         try:
-            number = Decimal(str(data).strip())
-        except InvalidOperation:
-            self.fail("invalid")
+            number = money.parse_amount(str(data))
+        except money.MoneyInputError as exc:
+            raise serializers.ValidationError(str(exc), code="invalid") from None
         if number.is_finite() and number < 0:
             self.fail("min_value", min_value=0)
         if number.is_finite() and number > MAX_USD:

@@ -1,5 +1,5 @@
 """A credit grant reaches the live limiter through the listener the gateway app hands down
-(billing sits below the gateway and does not import it: README, "Dependencies between the apps")."""
+(billing sits below the gateway and does not import it: docs/design.md, "Dependencies between the apps")."""
 
 from __future__ import annotations
 

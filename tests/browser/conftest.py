@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import services
 from tests.e2e.conftest import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,9 +58,13 @@ SERVER_ENV = {
 }
 
 if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
-    pytest.skip(
-        "Debian chromium is not installed (apt-get install -y chromium)", allow_module_level=True
+    reason = (
+        "the browser tests need Debian's chromium (apt-get install chromium; scripts/test.sh "
+        "offers to install it)"
     )
+    if services.strict():  # CI must run them: a collection error, not a skip
+        raise services.MissingTool(reason)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path, what: str) -> None:

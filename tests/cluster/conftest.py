@@ -151,6 +151,7 @@ def cluster(
     its metrics, test_faults.py breaks it (each fault test leaves it whole again)."""
     from django.db import connection
 
+    services.require_postgresql("tests/cluster")
     directory = tmp_path_factory.mktemp("cluster")
     broker_url = services.redis_url(services.REDIS_DB_CLUSTER)
     import redis

@@ -29,7 +29,7 @@ import httpx
 
 from tests.billing.harness import CeleryWorker
 from tests.e2e.conftest import ROOT, GatewayProcess, launch_gateway
-from tests.services import RedisServer, ServiceError, free_port, stop_process
+from tests.services import MissingTool, RedisServer, ServiceError, free_port, stop_process
 from tests.waiting import wait_for
 
 NODE_HEADER = "x-ezat-node"
@@ -70,9 +70,9 @@ def haproxy_binary() -> str:
         "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
     )
     if binary is None:
-        raise ServiceError(
+        raise MissingTool(
             "the cluster test needs HAProxy (Debian: apt-get install haproxy; scripts/test.sh "
-            "installs it)"
+            "offers to install it)"
         )
     return binary
 
@@ -220,9 +220,9 @@ class Prometheus:
     def __init__(self, node_ports: list[int], directory: Path) -> None:
         binary = shutil.which("prometheus") or "/usr/bin/prometheus"
         if not Path(binary).exists():
-            raise ServiceError(
+            raise MissingTool(
                 "the cluster test needs Prometheus (Debian: apt-get install prometheus; "
-                "scripts/test.sh installs it)"
+                "scripts/test.sh offers to install it)"
             )
         self.port = free_port()
         config = directory / "prometheus.yml"

@@ -32,7 +32,7 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
-FAILOPEN_FRACTION = 0.5  # EZAT_FAILOPEN_RPM_FRACTION's default (README's settings table)
+FAILOPEN_FRACTION = 0.5  # EZAT_FAILOPEN_RPM_FRACTION's default (docs/settings.md)
 
 
 @contextmanager

@@ -102,6 +102,32 @@ def test_grant_credit_rejects_bad_amounts(world: World, operator: Client) -> Non
     assert LedgerEntry.objects.filter(memo="m").count() == 0
 
 
+def test_grant_credit_errors_have_no_exponents_and_refuse_them(
+    world: World, operator: Client
+) -> None:
+    """Issue 33: the minimum read "1E-9", and "1e3" was taken as $1,000."""
+    url = reverse("admin:accounts_organization_changelist")
+    pages = {}
+    for amount in ("0", "1e3", "1E-9"):
+        response = operator.post(
+            url,
+            {
+                "action": "grant_credit_action",
+                ACTION_CHECKBOX_NAME: [world.a.org.pk],
+                "apply": "1",
+                "amount_usd": amount,
+                "memo": "m",
+                "nonce": "n" * 32,
+            },
+        )
+        assert response.status_code == 200, amount
+        pages[amount] = _html(response)
+    assert "at least 0.000000001" in pages["0"]
+    assert "e-9" not in pages["0"].lower()  # nor in the widget's min/step attributes
+    assert "exponent notation" in pages["1e3"] and "exponent notation" in pages["1E-9"]
+    assert LedgerEntry.objects.filter(memo="m").count() == 0
+
+
 def test_balance_is_read_only_in_admin(world: World, operator: Client) -> None:
     org = world.a.org
     url = reverse("admin:accounts_organization_change", args=[org.pk])

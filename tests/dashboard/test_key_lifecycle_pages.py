@@ -55,7 +55,7 @@ def test_create_with_period_models_and_expiry(world: World) -> None:
         ({"expires_at": "2020-01-01T00:00"}, "The expiry must be in the future."),
         ({"allowed_models": ["openai/gpt-nothing"]}, "Select a valid choice."),
         ({"spend_cap_period": "weekly"}, "Select a valid choice."),
-        ({"spend_cap_usd": "-1"}, "greater than or equal to 0"),
+        ({"spend_cap_usd": "-1"}, "at least 0"),
     ],
 )
 def test_bad_input_is_a_form_error_and_nothing_is_saved(world: World, data, field) -> None:

@@ -1,6 +1,6 @@
 """Redis round trips per request (issue 22): one at admission, one at settlement.
 
-DESIGN.md: "admission is one Redis round trip". Each extra round trip costs the gateway a wake-up
+docs/design.md: "admission is one Redis round trip". Each extra round trip costs the gateway a wake-up
 and the Redis server a command on every request, so the count is pinned here, with the real
 gateway (production shape) in front of a private `redis-server` watched through `MONITOR`: every
 command a client sends is one line; commands a script runs are marked `lua` and are not round

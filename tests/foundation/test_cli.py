@@ -47,7 +47,7 @@ def test_create_org_with_credit_writes_a_ledger_entry() -> None:
         (("create_org", ""), "empty"),
         (("create_org", "X", "--credit-usd", "abc"), "not a number"),
         (("create_org", "X", "--credit-usd", "-1"), "positive"),
-        (("create_org", "X", "--credit-usd", "NaN"), "positive"),
+        (("create_org", "X", "--credit-usd", "NaN"), "not a number"),
         (("create_org", "X", "--credit-usd", "0.0000000001"), "9 decimals"),
     ],
 )
@@ -120,6 +120,8 @@ def test_grant_credit() -> None:
         (("grant_credit", "Nope", "1"), "unknown organization"),
         (("grant_credit", "Acme", "0"), "positive"),
         (("grant_credit", "Acme", "1e"), "not a number"),
+        (("grant_credit", "Acme", "1e3"), "exponent notation"),  # not $1,000 (issue 33)
+        (("grant_credit", "Acme", "1E-9"), "exponent notation"),
     ],
 )
 def test_grant_credit_bad_input(args: tuple[str, ...], message: str) -> None:
@@ -200,3 +202,14 @@ def test_commands_exit_non_zero_on_bad_input() -> None:
     )
     assert result.returncode != 0
     assert "Error" in result.stderr
+
+
+def test_add_deployment_on_a_disabled_one_keeps_it_disabled_and_says_so() -> None:
+    run("load_catalog")
+    run("add_deployment", "d1", "--url", "http://127.0.0.1:9", "--api-key", "sk-1234567890abcd")
+    run("set_deployment", "d1", "--disable")
+    output = run(
+        "add_deployment", "d1", "--url", "http://127.0.0.1:9", "--api-key", "sk-1234567890abcd"
+    )
+    assert not Deployment.objects.get(name="d1").enabled
+    assert "set_deployment d1 --enable" in output

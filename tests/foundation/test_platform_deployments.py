@@ -313,3 +313,41 @@ def test_admin_edits_platform_fields_and_never_shows_secrets(
     assert again.status_code == 302
     dep.refresh_from_db()
     assert dep.get_secrets()["service_account_json"]
+
+
+@pytest.mark.parametrize(
+    ("given", "saved"),
+    [
+        ("http://127.0.0.1:9", "http://127.0.0.1:9/v1"),
+        ("http://127.0.0.1:9/", "http://127.0.0.1:9/v1"),
+        ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
+        ("http://127.0.0.1:9/v1/", "http://127.0.0.1:9/v1"),
+        ("http://127.0.0.1:9/v1beta1", "http://127.0.0.1:9/v1beta1"),
+        ("https://proxy.example.com/vertex", "https://proxy.example.com/vertex/v1"),
+    ],
+)
+def test_a_vertex_url_works_with_and_without_its_v1(
+    service_account: dict[str, str], tmp_path: Path, given: str, saved: str
+) -> None:
+    """Issue 33: `--url http://host` (no /v1) sent requests to /projects/… and got 404s."""
+    from catalog.platform_config import base_url_for
+
+    load_catalog()
+    key_file = tmp_path / "sa.json"
+    key_file.write_text(json.dumps(service_account))
+    add(
+        "vtx",
+        "--kind",
+        "vertex",
+        "--project",
+        "ezat-test-project",
+        "--region",
+        "us-east5",
+        "--url",
+        given,
+        "--service-account-file",
+        str(key_file),
+    )
+    assert Deployment.objects.get(name="vtx").base_url == saved
+    # A row saved before (without the version) is called with it too.
+    assert base_url_for("vertex", given.rstrip("/"), "us-east5") == saved

@@ -34,6 +34,7 @@ def infra(
 ) -> Iterator[InfraContext]:
     from django.db import connection
 
+    services.require_postgresql("tests/infra")
     directory = tmp_path_factory.mktemp("infra")
     broker = services.redis_url(services.REDIS_DB_INFRA)
     redis.Redis.from_url(broker).flushdb()

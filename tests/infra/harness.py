@@ -15,16 +15,16 @@ from pathlib import Path
 import psycopg
 import redis
 
-from tests.services import ServiceError, free_port, stop_process
+from tests.services import MissingTool, ServiceError, free_port, stop_process
 from tests.waiting import wait_for
 
 
 def _binary(name: str, fallback: str, package: str) -> str:
     binary = shutil.which(name) or (fallback if Path(fallback).exists() else None)
     if binary is None:
-        raise ServiceError(
+        raise MissingTool(
             f"tests/infra needs `{name}` (Debian: apt-get install {package}; scripts/test.sh "
-            "installs it)"
+            "offers to install it)"
         )
     return binary
 

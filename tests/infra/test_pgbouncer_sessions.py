@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from billing.pg_async import AsyncPgInserter
+from tests import services
 from tests.infra.harness import PgBouncer
 
 
@@ -19,6 +20,7 @@ from tests.infra.harness import PgBouncer
 def pgbouncer(django_db_setup: None) -> Iterator[PgBouncer]:
     from django.db import connection
 
+    services.require_postgresql("tests/infra")
     s = connection.settings_dict
     bouncer = PgBouncer(
         host=s["HOST"] or "127.0.0.1", port=int(s["PORT"] or 5432), user=s["USER"] or "postgres"

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from tests.cluster.harness import haproxy_binary
-from tests.services import ServiceError
+from tests.services import MissingTool
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 
@@ -47,8 +47,14 @@ def test_haproxy_config_is_valid() -> None:
 def test_prometheus_config_is_valid(tmp_path: Path) -> None:
     config = tmp_path / "prometheus.yml"
     config.write_text((DOCKER / "prometheus.yml").read_text().replace("__TOKEN__", "t" * 32))
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        raise MissingTool(
+            "the Prometheus config test needs promtool (Debian: apt-get install prometheus; "
+            "scripts/test.sh offers to install it)"
+        )
     checked = subprocess.run(
-        ["promtool", "check", "config", str(config)], capture_output=True, text=True, check=False
+        [promtool, "check", "config", str(config)], capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -58,9 +64,9 @@ def _compose_config(tmp_path: Path, *, drop: str = "") -> subprocess.CompletedPr
     file the README tells operators to copy), less the lines naming `drop` when given."""
     binary = shutil.which("docker-compose")
     if binary is None:
-        raise ServiceError(
+        raise MissingTool(
             "the compose test needs docker-compose (Debian: apt-get install docker-compose; "
-            "scripts/test.sh installs it)"
+            "scripts/test.sh offers to install it)"
         )
     copy = tmp_path / "docker"
     shutil.copytree(DOCKER, copy)

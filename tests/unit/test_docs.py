@@ -7,7 +7,19 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ("docs/api.md", "docs/operator-guide.md", "docs/architecture.md")
+DOCS = (
+    "docs/api.md",
+    "docs/operator-guide.md",
+    "docs/architecture.md",
+    "docs/design.md",
+    "docs/features.md",
+    "docs/deployments.md",
+    "docs/settings.md",
+    "docs/production.md",
+    "docs/testing.md",
+    "docs/performance.md",
+    "docs/scaling.md",
+)
 
 
 def test_the_readme_links_the_docs() -> None:

@@ -1,4 +1,4 @@
-"""Imports between the apps point one way: down the layers below (README, "Dependencies between
+"""Imports between the apps point one way: down the layers below (docs/design.md, "Dependencies between
 the apps"). A back-edge fails this test, naming the file, the line and the two layers; so does
 an app importing another app's views (only the URLconfs do).
 

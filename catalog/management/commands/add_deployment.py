@@ -5,6 +5,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.credential_chain import missing_credentials
 from catalog.platform_config import (
     KINDS,
     OPENAI_KINDS,
@@ -137,6 +138,24 @@ class Command(BaseCommand):
         verb = "created" if created else "updated"
         where = deployment.base_url or f"{kind} {deployment.region}"
         self.stdout.write(f"deployment {deployment.name} {verb} ({where})")
+        why = missing_credentials(deployment)
+        if why is not None:
+            hint = (
+                "give --aws-access-key-id/--aws-secret-access-key or --bedrock-api-key"
+                if kind == "bedrock"
+                else "give --service-account-file"
+            )
+            self.stderr.write(
+                f"warning: deployment {deployment.name} has no credentials of its own and {why} "
+                f"on this machine: its requests will fail unless the gateway's host has them "
+                f"({hint})"
+            )
+        if not deployment.enabled:
+            # An update never re-enables: an operator's --disable survives a key rotation.
+            self.stdout.write(
+                f"deployment {deployment.name} is disabled: it serves nothing until "
+                f"`manage.py set_deployment {deployment.name} --enable`"
+            )
 
 
 def _provider_options(options: dict[str, object]) -> dict[str, str]:

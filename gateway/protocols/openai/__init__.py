@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions <-> Anthropic Messages translators (pure, see DESIGN.md)."""
+"""OpenAI Chat Completions <-> Anthropic Messages translators (pure, see docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Rules both OpenAI APIs (Chat Completions and Responses) share when they become Messages.
 
-One rule, one place (DESIGN.md "Second wave"): output limits, sampling, reasoning effort and
+One rule, one place (docs/design.md "Second wave"): output limits, sampling, reasoning effort and
 thinking, function tools and tool_choice, structured output, prompt caching and the session hint.
 Each function takes the value and the JSON path the caller's API uses for it (`reasoning_effort`
 on chat, `reasoning.effort` on Responses), so errors name the client's own field. Pure: no

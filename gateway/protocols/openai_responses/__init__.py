@@ -1,3 +1,3 @@
-"""OpenAI Responses API <-> Anthropic Messages translators (pure, see DESIGN.md "Second wave")."""
+"""OpenAI Responses API <-> Anthropic Messages translators (pure; docs/design.md, "Second wave")."""
 
 from __future__ import annotations
