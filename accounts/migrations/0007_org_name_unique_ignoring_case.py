@@ -29,7 +29,7 @@ def refuse_duplicates(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("accounts", "0005_api_key_lifecycle"),
+        ("accounts", "0006_api_key_allowed_ips"),
     ]
 
     operations = [
