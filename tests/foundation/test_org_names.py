@@ -55,7 +55,7 @@ def test_the_admin_form_refuses_it_with_words() -> None:
 
 
 def test_the_migration_names_existing_clashes() -> None:
-    migration = importlib.import_module("accounts.migrations.0006_org_name_unique_ignoring_case")
+    migration = importlib.import_module("accounts.migrations.0007_org_name_unique_ignoring_case")
 
     class Rows:
         def values_list(self, *args: Any, **kwargs: Any) -> list[str]:
