@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from gateway.platforms import PlatformAuthError
+from gateway.providers import PlatformAuthError
 
 REASON_LIMIT = 300  # the operator's detail, cut: a chain error can quote whole config files
 

@@ -16,7 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
-from gateway.platforms import PlatformAuthError
+from gateway.providers import PlatformAuthError
 
 from accounts.services import create_org
 from billing.models import RequestLog

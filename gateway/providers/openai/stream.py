@@ -1,6 +1,6 @@
 """An OpenAI-compatible provider's chat.completion.chunk stream -> Anthropic stream events.
 
-The same idea as gateway/platforms/eventstream.py's Bedrock decoder: bytes in, `SSEEvent`s out,
+The same idea as gateway/providers/bedrock/eventstream.py's decoder: bytes in, `SSEEvent`s out,
 so the exchange sees Anthropic events whatever the provider. Input is the provider's SSE
 (`data: {chunk}` … `data: [DONE]`, comments ignored, any line ending, split anywhere across
 reads); output is Anthropic's order (protocol.md): `message_start`, then per content block
