@@ -16,13 +16,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
-from gateway.providers import PlatformAuthError
 
 from accounts.services import create_org
 from billing.models import RequestLog
 from catalog.models import Deployment
 from catalog.services import load_catalog
 from gateway.exchange import _connect_error
+from gateway.providers import PlatformAuthError
 from gateway.selectors import last_attempt_errors
 
 pytestmark = pytest.mark.django_db
