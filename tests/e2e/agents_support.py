@@ -66,10 +66,14 @@ def _reply(content: list[dict[str, Any]], thinking: bool, n: int) -> dict[str, A
     return {"content": content}
 
 
-def script(e2e: Stack, steps: list[Step], match: str, *, thinking: bool = False) -> None:
-    """Queue the replies: one tool call per step, then a closing text."""
+def script(
+    e2e: Stack, steps: list[Step], match: str, *, thinking: bool = False, path: str = "messages"
+) -> None:
+    """Queue the replies: one tool call per step, then a closing text. `path`: the simulator's
+    front that answers them (`chat_completions` for an OpenAI-kind model)."""
     entries = [
         {
+            "path": path,
             "match": match,
             "reply": _reply(
                 [{"type": "tool_use", "id": f"toolu_step{n}", "name": s.tool, "input": s.input}],
@@ -80,7 +84,11 @@ def script(e2e: Stack, steps: list[Step], match: str, *, thinking: bool = False)
         for n, s in enumerate(steps, 1)
     ]
     entries.append(
-        {"match": match, "reply": _reply([{"type": "text", "text": DONE_TEXT}], thinking, 0)}
+        {
+            "path": path,
+            "match": match,
+            "reply": _reply([{"type": "text", "text": DONE_TEXT}], thinking, 0),
+        }
     )
     e2e.sim.script(*entries)
 

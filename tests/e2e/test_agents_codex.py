@@ -53,7 +53,13 @@ STEPS = [
 
 
 def run_codex(
-    e2e: Stack, key: Key, tmp_path: Path, prompt: str, *, like: str | None = None
+    e2e: Stack,
+    key: Key,
+    tmp_path: Path,
+    prompt: str,
+    *,
+    like: str | None = None,
+    model: str = SONNET,
 ) -> subprocess.CompletedProcess[str]:
     """`codex exec` with the provider set and nothing else. `like` names a model of Codex's own
     catalog whose metadata the gateway's model then gets (its tools differ per model)."""
@@ -69,7 +75,7 @@ def run_codex(
     # The provider only (https://developers.openai.com/codex/config-reference, model_providers):
     # no feature, tool or web_search setting.
     (codex_home / "config.toml").write_text(
-        f'model = "{SONNET}"\n'
+        f'model = "{model}"\n'
         'model_provider = "ezat"\n'
         f"{catalog}\n"
         "[model_providers.ezat]\n"
@@ -171,3 +177,25 @@ def test_codex_with_gpt_metadata_patches_through_the_custom_apply_patch_tool(
         if b.get("type") == "tool_use"
     ]
     assert replayed[0]["input"] == {"input": add}
+
+
+def test_codex_exec_on_a_gpt_like_model(e2e: Stack, tmp_path: Path) -> None:
+    """Codex on an OpenAI-kind model (issue 30): Responses → the internal dialect → Chat
+    Completions on the simulator's OpenAI front; the loop writes, reads and patches the file and
+    every call is billed once, at the GPT-like model."""
+    from tests.e2e.openai_lab import make_openai_lab
+
+    lab = make_openai_lab(e2e)
+    script(e2e, STEPS, MATCH, path="chat_completions")
+    done = run_codex(e2e, lab.key, tmp_path, PROMPT, model=lab.model)
+    assert done.returncode == 0, f"codex exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert DONE_TEXT in done.stdout
+    assert (tmp_path / "work" / NOTES).read_text().strip() == PATCHED
+    chats = lab.chat_requests()
+    loop = [c for c in chats if MATCH in json.dumps(c["body"], separators=(",", ":"))]
+    assert len(loop) == len(STEPS) + 1
+    assert all(c["status"] == "200" for c in chats), [c["status"] for c in chats]
+    assert lab.messages_requests() == []
+    records = e2e.usage(org_id=lab.key.org_id)
+    assert len(records) == len(chats), "every call billed, once"
+    assert all(r.status == "ok" and r.model_id == lab.model and r.cost_nano > 0 for r in records)
