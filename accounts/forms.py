@@ -7,11 +7,10 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from accounts import ip_allow
-from accounts.models import ApiKey, Membership, Organization
+from accounts.models import ApiKey, Membership
 from ezat import money
 from ezat.money_fields import AmountField
 from ezat.pricing import usd_to_nano
@@ -161,16 +160,6 @@ class MemberRoleForm(forms.Form):
         if is_last_owner and role != Membership.Role.OWNER:
             raise forms.ValidationError("An organization needs at least one owner.")
         return role
-
-
-class OrgChoiceForm(forms.Form):
-    """The org switcher: only orgs the user belongs to are valid choices."""
-
-    org = forms.ModelChoiceField(queryset=Organization.objects.none())
-
-    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["org"].queryset = Organization.objects.filter(memberships__user=user)  # type: ignore[attr-defined]
 
 
 class FallbackChainForm(forms.Form):

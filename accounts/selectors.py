@@ -7,7 +7,7 @@ show another tenant's rows by forgetting a filter.
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from accounts import invitations
 from accounts.models import ApiKey, FallbackPolicy, Invitation, Membership, Organization
@@ -34,15 +34,6 @@ def membership_for(
 
 def is_member(user_id: int, org_id: int) -> bool:
     return Membership.objects.filter(user_id=user_id, org_id=org_id).exists()
-
-
-def org_keys(org: Organization) -> QuerySet[ApiKey]:
-    # Active keys first, then newest; `key_hash` is deferred so it never reaches a template.
-    return (
-        ApiKey.objects.filter(org=org)
-        .defer("key_hash")
-        .order_by(F("revoked_at").asc(nulls_first=True), "-created_at")
-    )
 
 
 def org_key(org: Organization, key_id: int) -> ApiKey | None:

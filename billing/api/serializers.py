@@ -11,7 +11,7 @@ from rest_framework import serializers
 from accounts import keys
 from accounts.api.serializers import DateOrDateTimeField, UsdField, validate_range
 from billing.api.selectors import GROUP_BY_CHOICES
-from billing.models import LedgerEntry, RequestLog, UsageRecord
+from billing.models import LedgerEntry, RequestLog
 from billing.selectors import itemised_cost
 from ezat.pricing import PRICE_KINDS
 
@@ -169,44 +169,6 @@ class ItemisedCostSerializer(serializers.Serializer):
     )
     items = CostItemSerializer(many=True, read_only=True)
     total_usd = UsdField(source="total_nano", help_text="Σ items rounded once, half up.")
-
-
-class UsageRecordSerializer(serializers.Serializer):
-    time = serializers.DateTimeField(source="created_at", read_only=True, help_text="Recorded.")
-    started_at = serializers.DateTimeField(read_only=True)
-    request_id = serializers.CharField(read_only=True)
-    api = serializers.CharField(read_only=True, help_text="messages or chat")
-    stream = serializers.BooleanField(read_only=True)
-    model = serializers.CharField(
-        source="model_id", read_only=True, help_text="The model that answered (and was billed)."
-    )
-    model_name = serializers.CharField(read_only=True, help_text="As the caller sent it.")
-    requested_model = serializers.SerializerMethodField(
-        help_text="The model asked for (canonical id, or ezat/auto); differs from `model` when "
-        "a fallback answered."
-    )
-    key_id = serializers.IntegerField(source="api_key_id", read_only=True, allow_null=True)
-    key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, allow_null=True)
-    status = serializers.ChoiceField(choices=UsageRecord.Status.values, read_only=True)
-    tokens = TokensSerializer(source="*", read_only=True)
-    cost_usd = UsdField(source="cost_nano")
-    cost = serializers.SerializerMethodField(help_text="The cost, itemised.")
-    output_exact = serializers.BooleanField(
-        read_only=True, help_text="False when output tokens were estimated (e.g. a disconnect)."
-    )
-    latency_ms = serializers.IntegerField(read_only=True)
-    ttft_ms = serializers.IntegerField(read_only=True, allow_null=True)
-    deployment = serializers.CharField(read_only=True)
-    attempts = serializers.ListField(
-        child=serializers.DictField(), read_only=True, help_text="Upstream attempts, in order."
-    )
-
-    def get_requested_model(self, record: UsageRecord) -> str:
-        return record.requested_model or record.model_id
-
-    @extend_schema_field(ItemisedCostSerializer)
-    def get_cost(self, record: UsageRecord) -> dict[str, Any]:
-        return ItemisedCostSerializer(itemised_cost(record)).data
 
 
 class LedgerEntrySerializer(serializers.Serializer):

@@ -52,11 +52,11 @@ class ItemConverter:
     def _turn(self, role: str) -> _Turn:
         if not self.turns or self.turns[-1].role != role:
             # Consecutive same-role items become one turn: Anthropic wants alternation.
-            self._close_assistant_calls(role)
+            self._close_assistant_calls()
             self.turns.append(_Turn(role))
         return self.turns[-1]
 
-    def _close_assistant_calls(self, next_role: str) -> None:
+    def _close_assistant_calls(self) -> None:
         """Leaving an assistant turn that called tools for anything but their outputs."""
         if self.turns and self.turns[-1].role == "user" and self.pending_calls:
             call_id, param = next(iter(self.pending_calls.items()))
