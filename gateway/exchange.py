@@ -13,7 +13,6 @@ knows only Anthropic's upstream wire format.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 import uuid
@@ -160,13 +159,9 @@ class Exchange(ChainWalk):
         # What the provider is asked for: a Messages call (the internal dialect), or a relayed
         # call in the provider's own API (gateway/handlers/chat_relay.py sets it).
         self.upstream_path = MESSAGES_PATH
-        # The provider-side prompt-cache key for providers that route their cache by one
-        # (OpenAI's prompt_cache_key): the session, made per-tenant, so one org's sessions
-        # never share another's key (docs/providers.md, "Prompt caching").
-        self.cache_key = (
-            "ezat-"
-            + hashlib.blake2b(f"{key.org_id}:{session}".encode(), digest_size=12).hexdigest()
-        )
+        # The org and session, for providers that key a prompt cache by them (OpenAI's
+        # prompt_cache_key, derived in gateway/providers/openai/provider.py only when sent).
+        self.tenant = (key.org_id, session)
         self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
         self.pin_kind = pin_kind
         # The request's thinking signatures (newest first) and, once looked up, the deployment
@@ -269,7 +264,7 @@ class Exchange(ChainWalk):
         try:
             async with asyncio.timeout(self.deadline_s):
                 response = await client.post(
-                    route.deployment, path, body, beta, route=route, cache_key=self.cache_key
+                    route.deployment, path, body, beta, route=route, tenant=self.tenant
                 )
                 payload = await response.read()
         except TimeoutError:
@@ -397,7 +392,7 @@ class Exchange(ChainWalk):
                 body,
                 beta,
                 route=route,
-                cache_key=self.cache_key,
+                tenant=self.tenant,
             )
         )
         try:

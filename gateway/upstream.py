@@ -294,11 +294,11 @@ class UpstreamClient:
         beta: str | None = None,
         *,
         route: Route | None = None,
-        cache_key: str | None = None,
+        tenant: tuple[int, str] | None = None,
     ) -> UpstreamResponse:
         target = self._target(deployment.base_url)
         call = await provider(deployment.kind).prepare(
-            deployment, target, path, body, beta, route=route, cache_key=cache_key
+            deployment, target, path, body, beta, route=route, tenant=tenant
         )
         head = (
             f"POST {target.path_prefix}{call.path} HTTP/1.1\r\n"

@@ -25,7 +25,7 @@ import orjson
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.chain import Candidate, ModelChain, Prepared
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import STREAM_FAILURES, AttemptFailed, ClientGone, Exchange, OpenStream
 from gateway.handlers.common import (
     HIGH_EFFORTS,
@@ -48,6 +48,8 @@ from gateway.http import (
     send_response,
 )
 from gateway.protocols.media import MediaTally
+from gateway.providers.openai.cache_key import derives_cache_key, tenant_cache_key
+from gateway.providers.openai.mapping import anthropic_usage
 from gateway.providers.openai.relay import DONE, rename_model
 from gateway.routing import session_key
 from gateway.usage import UsageTracker
@@ -112,11 +114,8 @@ def _media(body: dict[str, Any], model: ModelInfo) -> MediaTally:
             kind = part.get("type")
             if kind == "image_url":
                 media.add_image(model.media, None)
-                url = (
-                    (part.get("image_url") or {}).get("url")
-                    if isinstance(part.get("image_url"), dict)
-                    else None
-                )
+                image = part.get("image_url")
+                url = image.get("url") if isinstance(image, dict) else None
                 if isinstance(url, str) and url.startswith("data:"):
                     media.payload_chars += len(url)
             elif kind == "file":
@@ -144,10 +143,7 @@ class _Relay:
                 **(self.body.get("stream_options") or {}),
                 "include_usage": True,
             }
-        if (
-            "prompt_cache_key" not in sent
-            and route.deployment.options.get("prompt_cache_key", "derived") == "derived"
-        ):
+        if "prompt_cache_key" not in sent and derives_cache_key(route.deployment):
             sent["prompt_cache_key"] = self.cache_key
         return orjson.dumps(sent)
 
@@ -183,7 +179,7 @@ async def relay(
         skipped=models.skipped,
     )
     exchange.upstream_path = CHAT_PATH
-    relayed = _Relay(body, exchange.cache_key)
+    relayed = _Relay(body, tenant_cache_key(*exchange.tenant))
     for candidate in candidates:
         candidate.max_tokens = min(max_tokens, candidate.model.max_output_tokens) * n
         candidate.prepared = Prepared(relayed.body_for, effort if isinstance(effort, str) else None)
@@ -203,8 +199,6 @@ async def _json(request: ApiRequest, send: Send, exchange: Exchange, extra: Head
     usage = reply.get("usage")
     tracker = UsageTracker(exact=isinstance(usage, dict))
     if isinstance(usage, dict):
-        from gateway.providers.openai.mapping import anthropic_usage
-
         tracker.usage = anthropic_usage(usage)
     choices = reply.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -238,8 +232,6 @@ async def _stream(
 
 def _error_chunk(err: GatewayError) -> bytes:
     """`data: {"error": …}` then `data: [DONE]`: openai-python raises APIError on the first."""
-    from gateway.errors import openai_error_object
-
     return b"data: " + orjson.dumps({"error": openai_error_object(err)}) + b"\n\n" + DONE
 
 

@@ -66,12 +66,12 @@ class Provider(Protocol):
         beta: str | None,
         *,
         route: Route | None = None,
-        cache_key: str | None = None,
+        tenant: tuple[int, str] | None = None,
     ) -> ProviderRequest:
         """The provider's request for a Messages call (`path` is MESSAGES_PATH or COUNT_PATH;
         `body` the Messages body with the provider's model id); `target` is where it goes
         (scheme in origin[0], host_header, path_prefix); `route` what the catalog says of the
-        model there; `cache_key` a per-tenant session key for providers that take one."""
+        model there; `tenant` the org and session, for providers that key a cache by them."""
         ...
 
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError: ...

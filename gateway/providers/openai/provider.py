@@ -24,6 +24,7 @@ import orjson
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.errors import GatewayError
 from gateway.providers import COUNT_PATH, ProviderRequest, StreamDecoder
+from gateway.providers.openai.cache_key import derives_cache_key, tenant_cache_key
 from gateway.providers.openai.errors import provider_error
 from gateway.providers.openai.relay import RelayDecoder, RelayState
 from gateway.providers.openai.reply import to_message
@@ -34,16 +35,15 @@ CHAT_PATH = "/chat/completions"
 
 
 def chat_target(
-    deployment: DeploymentInfo, route: Route | None, cache_key: str | None
+    deployment: DeploymentInfo, route: Route | None, tenant: tuple[int, str] | None
 ) -> ChatTarget:
     return ChatTarget(
         max_tokens_param=deployment.options.get("max_tokens_param", "max_completion_tokens"),
         efforts=route.efforts if route is not None else (),
         default_effort=route.default_effort if route is not None else None,
-        # "client": the server refuses the field, so only a client's own would go (none
-        # can on this path: a Messages request has no prompt_cache_key).
-        prompt_cache_key=cache_key
-        if deployment.options.get("prompt_cache_key", "derived") == "derived"
+        # A Messages request has no prompt_cache_key of its own: derived, or none at all.
+        prompt_cache_key=tenant_cache_key(*tenant)
+        if tenant is not None and derives_cache_key(deployment)
         else None,
     )
 
@@ -67,7 +67,7 @@ class OpenAIProvider:
         beta: str | None,
         *,
         route: Route | None = None,
-        cache_key: str | None = None,
+        tenant: tuple[int, str] | None = None,
     ) -> ProviderRequest:
         headers = f"content-type: application/json\r\n{auth_header(deployment)}"
         if path == CHAT_PATH:
@@ -75,7 +75,7 @@ class OpenAIProvider:
             # client's, already made ready for this route.
             return ProviderRequest(CHAT_PATH, headers, body, RelayState(len(body) // 4))
         try:
-            translated = to_chat(orjson.loads(body), chat_target(deployment, route, cache_key))
+            translated = to_chat(orjson.loads(body), chat_target(deployment, route, tenant))
         except UntranslatableRequest as exc:
             raise GatewayError(400, exc.message, param=exc.param) from None
         return ProviderRequest(CHAT_PATH, headers, orjson.dumps(translated.body), translated)
