@@ -54,6 +54,9 @@ INSTALLED_APPS = [
     "billing",
     "alerts",
     "playground",
+    # The upstream simulator (test infrastructure, what `make run` and the suite start): an app
+    # only for its `manage.py simulator` command; nothing in the product imports it.
+    "simulator",
 ]
 
 MIDDLEWARE = [

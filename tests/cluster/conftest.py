@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests import services
 from tests.billing.harness import CeleryWorker, subprocess_env
 from tests.cluster.harness import Beat, Cluster, HAProxy, PgProxy, Prometheus

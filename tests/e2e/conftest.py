@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests import services
 from tests.e2e import schemas
 from tests.services import free_port

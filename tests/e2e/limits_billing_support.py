@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from ezat.pricing import Prices, worst_case_nano
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 
 ROOT = Path(__file__).resolve().parents[2]

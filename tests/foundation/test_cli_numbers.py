@@ -127,7 +127,7 @@ def test_bad_numbers_are_one_line_and_a_non_zero_exit(
         ["manage.py", "add_deployment", "s", "--url", "http://x", "--api-key", "k", "--weight", "-3"],
         ["manage.py", "add_deployment", "s", "--url", "http://x", "--api-key", "k",
          "--max-concurrency", "0"],
-        ["-m", "gateway.simulator", "--port", "abc"],
+        ["-m", "simulator", "--port", "abc"],
     ],
 )  # fmt: skip
 def test_the_real_command_line_prints_one_line(argv: list[str]) -> None:

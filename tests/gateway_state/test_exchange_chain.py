@@ -28,9 +28,9 @@ from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.limits.local import LocalLimiter
 from gateway.routing import health
-from gateway.simulator.testing import SimulatorThread
 from gateway.upstream import client
 from gateway.usage import UsageTracker
+from simulator.testing import SimulatorThread
 from tests.limits.conftest import StaticMoney
 
 KEY = KeyInfo(id=7, org_id=7, prefix="ezat_sk_test", rpm_limit=1000, spend_cap_nano=None)

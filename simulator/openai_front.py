@@ -15,7 +15,7 @@ mid-stream error is followed by `data: [DONE]` as vLLM's server sends it);
 `openai_reasoning_field` "reasoning_content" (default) or "reasoning" (vLLM >= 0.11 naming).
 
 Replies, faults (path "chat_completions" / "responses"), pauses, the clock, the prompt cache
-(automatic, by prefix: gateway/simulator/cache.py `account_prefix`) and request recording are the
+(automatic, by prefix: simulator/cache.py `account_prefix`) and request recording are the
 simulation's own, shared with the Messages front.
 """
 
@@ -30,13 +30,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator import openai_responses as responses
-from gateway.simulator import openai_responses_render as responses_render
-from gateway.simulator.cache import TTL_5M
-from gateway.simulator.errors import json_response
-from gateway.simulator.faults import Fault
-from gateway.simulator.handlers import SSE_HEADERS, drop_connection, write_with_faults
-from gateway.simulator.openai_errors import (
+from simulator import openai_responses as responses
+from simulator import openai_responses_render as responses_render
+from simulator.cache import TTL_5M
+from simulator.errors import json_response
+from simulator.faults import Fault
+from simulator.handlers import SSE_HEADERS, drop_connection, write_with_faults
+from simulator.openai_errors import (
     CONTEXT_CODE,
     OpenAIError,
     azure_auth_error,
@@ -44,8 +44,8 @@ from gateway.simulator.openai_errors import (
     fault_error,
     stream_error,
 )
-from gateway.simulator.openai_models import MODELS, OpenAIModel
-from gateway.simulator.openai_render import (
+from simulator.openai_models import MODELS, OpenAIModel
+from simulator.openai_render import (
     cached_tokens,
     chunks,
     completion,
@@ -53,11 +53,11 @@ from gateway.simulator.openai_render import (
     segments,
     usage,
 )
-from gateway.simulator.openai_validation import check_chat
-from gateway.simulator.platforms import PLATFORM
-from gateway.simulator.replies import build_reply, reply_from_override
-from gateway.simulator.state import CONTEXT, STATE, RequestContext, SimState
-from gateway.simulator.tokens import Segment, total_tokens
+from simulator.openai_validation import check_chat
+from simulator.platforms import PLATFORM
+from simulator.replies import build_reply, reply_from_override
+from simulator.state import CONTEXT, STATE, RequestContext, SimState
+from simulator.tokens import Segment, total_tokens
 
 AZURE_PREFIX = "/openai/"
 _PREFIXES = ("/v1/chat/", "/v1/models", "/v1/responses", AZURE_PREFIX)

@@ -15,7 +15,7 @@ PATHS = {
     "/v1/messages": "messages",
     "count_tokens": "count_tokens",
     "/v1/messages/count_tokens": "count_tokens",
-    # The OpenAI-compatible front (gateway/simulator/openai_front.py), Azure's path included.
+    # The OpenAI-compatible front (simulator/openai_front.py), Azure's path included.
     "chat_completions": "chat_completions",
     "/v1/chat/completions": "chat_completions",
     "/openai/v1/chat/completions": "chat_completions",

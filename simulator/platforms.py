@@ -36,7 +36,7 @@ from urllib.parse import parse_qs
 import orjson
 from aiohttp import web
 
-from gateway.simulator.errors import DEFAULT_MESSAGES
+from simulator.errors import DEFAULT_MESSAGES
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 VERTEX_VERSION = "vertex-2023-10-16"
@@ -59,7 +59,7 @@ class PlatformSim:
     token_fail: bool = False
     tokens: dict[str, float] = field(default_factory=dict)
     tokens_issued: int = 0
-    # The OpenAI-compatible front (gateway/simulator/openai_front.py), on every platform.
+    # The OpenAI-compatible front (simulator/openai_front.py), on every platform.
     openai_auth: str = "required"
     openai_flavour: str = "openai"
     openai_reasoning_field: str = "reasoning_content"

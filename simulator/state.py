@@ -12,9 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.simulator.cache import PromptCache
-from gateway.simulator.clock import SimClock
-from gateway.simulator.faults import FaultScript
+from simulator.cache import PromptCache
+from simulator.clock import SimClock
+from simulator.faults import FaultScript
 
 # Called with a Messages request's body and its reply's usage before the reply is sent. For
 # embedding only (a benchmark in the same process holds replies for as long as a model would

@@ -1,4 +1,4 @@
-"""The models the OpenAI-compatible front serves (gateway/simulator/openai_front.py).
+"""The models the OpenAI-compatible front serves (simulator/openai_front.py).
 
 `gpt-sim` stands for a GPT reasoning model (reasoning counted, never shown), `gpt-sim-mini` for a
 non-reasoning one (reasoning_effort refused), `qwen-sim` for a vLLM-served model that shows its

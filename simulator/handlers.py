@@ -10,16 +10,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator.cache import InputUsage
-from gateway.simulator.errors import DEFAULT_MESSAGES, error_response, json_response, status_for
-from gateway.simulator.faults import Fault
-from gateway.simulator.media import MediaDownloadFailed, download, url_media, url_sources
-from gateway.simulator.replies import Reply, build_reply, reply_from_override
-from gateway.simulator.sse import error_event, message_events
-from gateway.simulator.state import CONTEXT, STATE, RequestContext
-from gateway.simulator.thinking import check_history
-from gateway.simulator.tokens import estimate_input_tokens
-from gateway.simulator.validation import check_create, check_messages
+from simulator.cache import InputUsage
+from simulator.errors import DEFAULT_MESSAGES, error_response, json_response, status_for
+from simulator.faults import Fault
+from simulator.media import MediaDownloadFailed, download, url_media, url_sources
+from simulator.replies import Reply, build_reply, reply_from_override
+from simulator.sse import error_event, message_events
+from simulator.state import CONTEXT, STATE, RequestContext
+from simulator.thinking import check_history
+from simulator.tokens import estimate_input_tokens
+from simulator.validation import check_create, check_messages
 
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 

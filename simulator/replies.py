@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from gateway.simulator.schema import sample
-from gateway.simulator.thinking import sign, thinking_enabled
-from gateway.simulator.tokens import tokens_for_text
+from simulator.schema import sample
+from simulator.thinking import sign, thinking_enabled
+from simulator.tokens import tokens_for_text
 
 SNIPPET_CHARS = 60
 LONG_ANSWER_WORDS = 200

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.simulator.openai_errors import OpenAIError
-from gateway.simulator.openai_models import MODELS, OpenAIModel
-from gateway.simulator.openai_render import DEFAULT_MAX_TOKENS, IMAGE_TOKENS, IMAGE_TOKENS_DEFAULT
-from gateway.simulator.openai_validation import (
+from simulator.openai_errors import OpenAIError
+from simulator.openai_models import MODELS, OpenAIModel
+from simulator.openai_render import DEFAULT_MAX_TOKENS, IMAGE_TOKENS, IMAGE_TOKENS_DEFAULT
+from simulator.openai_validation import (
     REASONING_EFFORTS,
     bad_value,
     check_keys,
@@ -30,7 +30,7 @@ from gateway.simulator.openai_validation import (
     missing,
     unknown,
 )
-from gateway.simulator.tokens import Segment, measure
+from simulator.tokens import Segment, measure
 
 RESPONSE_FIELDS = frozenset(
     {

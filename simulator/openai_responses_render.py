@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 
-from gateway.simulator.openai_models import OpenAIModel
-from gateway.simulator.openai_render import call_id
-from gateway.simulator.replies import Reply
-from gateway.simulator.sse import chunk_json, chunk_text
+from simulator.openai_models import OpenAIModel
+from simulator.openai_render import call_id
+from simulator.replies import Reply
+from simulator.sse import chunk_json, chunk_text
 
 
 def _id(prefix: str, seed: str) -> str:

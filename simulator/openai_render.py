@@ -1,7 +1,7 @@
 """The OpenAI front's translation to and from the simulation (pure: no I/O, no clock).
 
 A Chat Completions request is read as a Messages-shaped body only to drive the same deterministic
-reply builder the Messages front uses (gateway/simulator/replies.py): same scripted replies, same
+reply builder the Messages front uses (simulator/replies.py): same scripted replies, same
 default answers, tool calls, stop sequences and truncation. The reply is then rendered the way
 OpenAI renders it (reference/protocol.md 2.4-2.5): `message.content`, `message.tool_calls` with
 JSON-string arguments, reasoning as `reasoning_content` (vLLM/DeepSeek style) or not at all
@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from gateway.simulator.openai_models import OpenAIModel
-from gateway.simulator.replies import Reply
-from gateway.simulator.sse import chunk_json, chunk_text
-from gateway.simulator.tokens import Segment, measure
+from simulator.openai_models import OpenAIModel
+from simulator.replies import Reply
+from simulator.sse import chunk_json, chunk_text
+from simulator.tokens import Segment, measure
 
 # OpenAI caches prompts of 1024 tokens or more, and reports hits in 128-token steps
 # (providers.md §4: developers.openai.com/api/docs/guides/prompt-caching).

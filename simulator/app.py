@@ -10,17 +10,17 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.simulator import control, openai_front
-from gateway.simulator.errors import error_response, new_request_id
-from gateway.simulator.handlers import handle_count_tokens, handle_messages
-from gateway.simulator.platform_handlers import handle_bedrock, handle_vertex
-from gateway.simulator.platforms import (
+from simulator import control, openai_front
+from simulator.errors import error_response, new_request_id
+from simulator.handlers import handle_count_tokens, handle_messages
+from simulator.platform_handlers import handle_bedrock, handle_vertex
+from simulator.platforms import (
     PLATFORM,
     PlatformSim,
     handle_token,
     load_or_write_service_account,
 )
-from gateway.simulator.state import CONTEXT, STATE, RequestContext, SimState
+from simulator.state import CONTEXT, STATE, RequestContext, SimState
 
 # The real API caps Messages and count_tokens bodies at 32 MB (protocol.md 1.1).
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -108,7 +108,7 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
 
 def build_app(api_key: str | None = None, platform: PlatformSim | None = None) -> web.Application:
     """The Anthropic API simulation, or with `platform` its Bedrock or Vertex front; the
-    OpenAI-compatible front (gateway/simulator/openai_front.py) is on every one."""
+    OpenAI-compatible front (simulator/openai_front.py) is on every one."""
     app = web.Application(middlewares=[api_middleware], client_max_size=MAX_BODY_BYTES)
     platform = platform or PlatformSim()
     # The platforms authenticate their own way (SigV4, Bedrock API keys, OAuth2 tokens).

@@ -1,4 +1,4 @@
-"""python -m gateway.simulator --port P|auto [--host 127.0.0.1] [--api-key K]"""
+"""python -m simulator --port P|auto [--host 127.0.0.1] [--api-key K]"""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import sys
 from django.core.management.base import CommandError
 
 from ezat.cli import port
-from gateway.simulator.app import serve
+from simulator.app import serve
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gateway.simulator",
+        prog="python -m simulator",
         description=(
             "EZAT upstream simulator (Anthropic Messages API with scripted faults, and an"
             " OpenAI-compatible front)."

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from gateway.simulator.app import build_app
-from gateway.simulator.platforms import PlatformSim, make_service_account, trust_service_account
+from simulator.app import build_app
+from simulator.platforms import PlatformSim, make_service_account, trust_service_account
 
 START_TIMEOUT = 10.0
 

@@ -9,7 +9,7 @@ earlier prefix -- the same reason multi-turn caching works on the real API.
 An entry is readable only by requests that arrive after the instant it was written: concurrent
 requests do not see each other's writes (the real API makes an entry readable only once the first
 response has begun, protocol.md 1.12). With the wall clock that instant is a nanosecond; on a
-simulated clock (`gateway/simulator/clock.py`) every request at the same simulated time pays its
+simulated clock (`simulator/clock.py`) every request at the same simulated time pays its
 own write, whatever order they arrive in -- which keeps a benchmark's numbers independent of the
 order of concurrent requests.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from gateway.simulator.tokens import Segment, prefix_tokens, split_segments, total_tokens
+from simulator.tokens import Segment, prefix_tokens, split_segments, total_tokens
 
 TTL_5M = 300.0
 TTL_1H = 3600.0

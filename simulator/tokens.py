@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.simulator.media import document_block_tokens, image_block_tokens
+from simulator.media import document_block_tokens, image_block_tokens
 
 # Keys whose string values are structure rather than prompt text. Skipping `cache_control`
 # matters most: adding a breakpoint must not change a request's token count.

@@ -4,7 +4,7 @@ Shape (reference/protocol.md 2.6): `{"error": {"message", "type", "param", "code
 present, `param`/`code` null when they do not apply. Azure OpenAI answers its own auth refusals in
 a shorter envelope (`{"error": {"code": "401", "message"}}`), as the real service does.
 
-Faults (gateway/simulator/faults.py) are scripted with Anthropic error types, because the Messages
+Faults (simulator/faults.py) are scripted with Anthropic error types, because the Messages
 front came first and one script vocabulary serves every front. Here they become OpenAI's: a
 fault's `type` that is an Anthropic type is translated (`rate_limit_error` → 429
 `rate_limit_exceeded`), any other `type` is used verbatim as `error.type`, and `code` (OpenAI front
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway.simulator.errors import json_response
-from gateway.simulator.faults import Fault
+from simulator.errors import json_response
+from simulator.faults import Fault
 
 SERVER_ERROR_TEXT = "The server had an error while processing your request. Sorry about that!"
 CONTEXT_CODE = "context_length_exceeded"

@@ -27,7 +27,7 @@ _TOOL_USE_MESSAGE = (
 )
 
 
-# The platform front serving the current request (gateway/simulator/platforms.py): thinking is
+# The platform front serving the current request (simulator/platforms.py): thinking is
 # signed by the platform that produced it, so a block signed on Bedrock is refused by Vertex or
 # the Anthropic API, as the real platforms refuse each other's signatures.
 SIGNING_PLATFORM: contextvars.ContextVar[str] = contextvars.ContextVar(

@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.simulator.openai_errors import OpenAIError
-from gateway.simulator.openai_models import MODELS, OpenAIModel
+from simulator.openai_errors import OpenAIError
+from simulator.openai_models import MODELS, OpenAIModel
 
 REQUEST_FIELDS = frozenset(
     {

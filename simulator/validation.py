@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.simulator.cache import count_breakpoints
-from gateway.simulator.models import ModelRules, rules_for
-from gateway.simulator.thinking import THINKING_ON
+from simulator.cache import count_breakpoints
+from simulator.models import ModelRules, rules_for
+from simulator.thinking import THINKING_ON
 
 MAX_BREAKPOINTS = 4
 _ROLES = ("user", "assistant")

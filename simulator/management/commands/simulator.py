@@ -1,6 +1,6 @@
 """python manage.py simulator --port P|auto [--host H] [--api-key K] [--platform KIND]
 
-Runs the same server as ``python -m gateway.simulator``; Django is only the launcher here.
+Runs the same server as ``python -m simulator``; Django is only the launcher here.
 
     --platform bedrock --region us-east-1 --aws-access-key-id I --aws-secret-access-key S
         [--bedrock-api-key K]          verifies SigV4 with that secret (or the API key as Bearer)
@@ -16,8 +16,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ezat.cli import port
-from gateway.simulator.app import serve
-from gateway.simulator.platforms import PlatformSim
+from simulator.app import serve
+from simulator.platforms import PlatformSim
 
 
 class Command(BaseCommand):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-from gateway.simulator.clock import ClockError
-from gateway.simulator.errors import json_response
-from gateway.simulator.faults import FaultError
-from gateway.simulator.state import STATE
+from simulator.clock import ClockError
+from simulator.errors import json_response
+from simulator.faults import FaultError
+from simulator.state import STATE
 
 
 def _bad(message: str) -> web.Response:
@@ -32,7 +32,7 @@ async def list_requests(request: web.Request) -> web.Response:
 
 
 async def reset(request: web.Request) -> web.Response:
-    from gateway.simulator.platforms import PLATFORM, reset_openai_settings
+    from simulator.platforms import PLATFORM, reset_openai_settings
 
     request.app[STATE].reset()
     # Test state, unlike the platform's identity: a test that made the OpenAI front keyless
@@ -119,7 +119,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/clock", get_clock)
     app.router.add_post("/_sim/clock", set_clock)
     app.router.add_get("/_sim/stats", stats)
-    from gateway.simulator.platforms import platform_control
+    from simulator.platforms import platform_control
 
     app.router.add_get("/_sim/platform", platform_control)
     app.router.add_post("/_sim/platform", platform_control)

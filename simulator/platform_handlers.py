@@ -1,4 +1,4 @@
-"""Request handlers of the Bedrock and Vertex fronts (gateway/simulator/platforms.py).
+"""Request handlers of the Bedrock and Vertex fronts (simulator/platforms.py).
 
 Each checks the platform's URL, authentication and body, then hands the Messages request (with
 the model named by the URL) to the same simulation the Anthropic API front uses, and frames its
@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator import eventstream
-from gateway.simulator.errors import DEFAULT_MESSAGES
-from gateway.simulator.faults import Fault
-from gateway.simulator.handlers import (
+from simulator import eventstream
+from simulator.errors import DEFAULT_MESSAGES
+from simulator.faults import Fault
+from simulator.handlers import (
     _download_media,
     _pre_response_faults,
     assemble,
@@ -26,7 +26,7 @@ from gateway.simulator.handlers import (
     handle_messages,
     write_with_faults,
 )
-from gateway.simulator.platforms import (
+from simulator.platforms import (
     BEDROCK_VERSION,
     PLATFORM,
     STREAM_EXCEPTIONS,
@@ -39,11 +39,11 @@ from gateway.simulator.platforms import (
     vertex_authorized,
     vertex_model,
 )
-from gateway.simulator.replies import build_reply, reply_from_override
-from gateway.simulator.sse import message_events
-from gateway.simulator.state import CONTEXT, STATE
-from gateway.simulator.thinking import SIGNING_PLATFORM, check_history
-from gateway.simulator.validation import check_create
+from simulator.replies import build_reply, reply_from_override
+from simulator.sse import message_events
+from simulator.state import CONTEXT, STATE
+from simulator.thinking import SIGNING_PLATFORM, check_history
+from simulator.validation import check_create
 
 EVENTSTREAM_HEADERS = {
     "content-type": "application/vnd.amazon.eventstream",
@@ -219,6 +219,6 @@ async def handle_vertex(request: web.Request) -> web.StreamResponse:
 
 
 def _invalid(ctx: Any, message: str) -> web.Response:
-    from gateway.simulator.errors import error_response
+    from simulator.errors import error_response
 
     return error_response(400, message, ctx.request_id)
