@@ -24,8 +24,8 @@ from accounts.services import (
     update_api_key_limits,
 )
 from ezat import money
+from ezat.money import usd_to_nano
 from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
 
 
 class ApiKeyAdminForm(forms.ModelForm):

@@ -12,8 +12,8 @@ from django.utils import timezone
 from accounts import ip_allow
 from accounts.models import ApiKey, Membership
 from ezat import money
+from ezat.money import usd_to_nano
 from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
 
 
 def usd_initial(nano: int | None) -> str:

@@ -10,8 +10,8 @@ from django import forms
 from alerts.models import AlertSettings
 from alerts.webhook import WebhookURLError, check_webhook_url
 from ezat import money
+from ezat.money import usd_to_nano
 from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
 
 
 class AlertSettingsForm(forms.Form):

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from billing.models import UsageRecord
+from catalog.pricing import PRICE_KINDS, Prices, TokenCounts, itemise
 from ezat import money
-from ezat.pricing import PRICE_KINDS, Prices, TokenCounts, itemise
 
 SUMMARY_FIELDS = (
     "requests",

@@ -85,7 +85,7 @@ def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
         raise CommandError(f"{what}: must be a positive amount of USD, got {value!r}")
     if amount > MAX_USD:
         raise CommandError(f"{what}: must be at most {MAX_USD} USD, got {value!r}")
-    from ezat.pricing import usd_to_nano
+    from ezat.money import usd_to_nano
 
     try:
         return usd_to_nano(amount)

@@ -16,6 +16,7 @@ from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 MICRO = -6  # micro-USD → USD
 NANO = -9  # nano-USD → USD
 PICO = -12  # pico-USD → USD
+NANO_PER_USD = 1_000_000_000
 
 
 def plain(amount: Decimal) -> str:
@@ -226,3 +227,15 @@ def parse_amount(text: str) -> Decimal:
             f"{value!r} uses exponent notation: write the amount in plain digits{example}"
         )
     raise MoneyInputError(f"{value!r} is not a number: use digits and at most one decimal point")
+
+
+def nano_to_usd(nano: int) -> Decimal:
+    return Decimal(nano).scaleb(NANO)
+
+
+def usd_to_nano(usd: Decimal) -> int:
+    """Exact: an amount with more than 9 decimals is refused, never rounded."""
+    nano = usd * NANO_PER_USD
+    if nano != nano.to_integral_value():
+        raise ValueError("amounts have at most 9 decimals")
+    return int(nano)

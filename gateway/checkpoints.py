@@ -47,7 +47,7 @@ from django.conf import settings
 from prometheus_client import Counter, Gauge
 from redis.exceptions import RedisError
 
-from ezat.pricing import Prices, PriceSchedule, PriceTier
+from catalog.pricing import Prices, PriceSchedule, PriceTier
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange

@@ -21,7 +21,7 @@ from rest_framework import serializers
 
 from accounts.models import ApiKey, ManagementKey
 from ezat import money
-from ezat.pricing import usd_to_nano
+from ezat.money import usd_to_nano
 
 USD_DECIMALS = 9
 # Far below the BigInteger ceiling (≈ 9.2e9 USD in nano), far above any sane cap.

@@ -21,7 +21,7 @@ from bench import cache as cache_bench
 from bench import cache_readme, cache_report
 from bench.cache_metrics import Moves, Outcome, churn, moves, totals
 from bench.cache_workload import MODEL, Profile, generate, parse_marker
-from ezat.pricing import Prices, PriceSchedule, PriceTier
+from catalog.pricing import Prices, PriceSchedule, PriceTier
 from simulator.tokens import split_segments, total_tokens
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from django.core.management import get_commands, load_command_class
 from ezat import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT_APPS = ("accounts", "billing", "catalog", "gateway", "ezat")
+PROJECT_APPS = ("accounts", "billing", "catalog", "gateway", "ezat", "simulator")
 BAD_VALUES = ("-1", "0", "abc", "1e309")
 # Names of options that hold numbers: each must be parsed by one of ezat/cli.py's parsers.
 NUMERIC_NAME = re.compile(

@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from accounts.keycache import KeyInfo
+from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import DeploymentInfo, ModelInfo, Route
-from ezat.pricing import Prices, PriceSchedule
 from gateway import limits
 from gateway.chain import Candidate, Prepared
 from gateway.errors import GatewayError

@@ -1,5 +1,8 @@
 """Token prices and costs in integers. Pure: no Django, no I/O.
 
+Here, beside the catalog that holds the prices, and not in `ezat/` (whose shared helpers every
+app imports): the USD ⇄ nano-USD conversions are money, in ezat/money.py.
+
 Catalog prices are exact decimals in USD per million tokens with at most 6 decimals, so a price
 is an integer number of micro-USD per million tokens, and a cost in nano-USD is
 Σ tokens × price_micro / 1000 — computed exactly in integers and rounded once (half up).
@@ -19,8 +22,6 @@ from decimal import Decimal
 from typing import Any
 
 from ezat import money
-
-NANO_PER_USD = 1_000_000_000
 
 # The five token kinds of a price, in the order of every table that lists them.
 PRICE_KINDS = ("input", "output", "cacheRead", "cacheWrite5m", "cacheWrite1h")
@@ -212,14 +213,3 @@ def worst_case_nano(input_tokens: int, max_output_tokens: int, prices: Prices) -
     """What a request can cost at most: every input token at the dearest input price."""
     pico = input_tokens * prices.max_input + max_output_tokens * prices.output
     return -(-pico // 1000)  # ceil: a hold must never be below the real cost
-
-
-def nano_to_usd(nano: int) -> Decimal:
-    return Decimal(nano).scaleb(-9)
-
-
-def usd_to_nano(usd: Decimal) -> int:
-    nano = usd * NANO_PER_USD
-    if nano != nano.to_integral_value():
-        raise ValueError("amounts have at most 9 decimals")
-    return int(nano)
