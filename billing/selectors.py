@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.models import ApiKey, Organization
 from billing.models import UsageRecord
 from catalog.pricing import PRICE_KINDS, Prices, TokenCounts, itemise
-from ezat import money
+from core import money
 
 SUMMARY_FIELDS = (
     "requests",

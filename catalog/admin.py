@@ -34,7 +34,7 @@ from catalog.platform_config import check as check_platform
 from catalog.pricing import TierError, check_tier_bounds
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
-from ezat.money_fields import AmountField
+from core.money_fields import AmountField
 
 
 class ModelAliasInline(admin.TabularInline):

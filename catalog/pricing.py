@@ -1,7 +1,7 @@
 """Token prices and costs in integers. Pure: no Django, no I/O.
 
 Here, beside the catalog that holds the prices, and not in `ezat/` (whose shared helpers every
-app imports): the USD ⇄ nano-USD conversions are money, in ezat/money.py.
+app imports): the USD ⇄ nano-USD conversions are money, in core/money.py.
 
 Catalog prices are exact decimals in USD per million tokens with at most 6 decimals, so a price
 is an integer number of micro-USD per million tokens, and a cost in nano-USD is
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ezat import money
+from core import money
 
 # The five token kinds of a price, in the order of every table that lists them.
 PRICE_KINDS = ("input", "output", "cacheRead", "cacheWrite5m", "cacheWrite1h")

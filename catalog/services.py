@@ -36,7 +36,7 @@ from catalog.schema import (
     parse_catalog_file,
 )
 from catalog.selectors import current_tiers
-from ezat import money
+from core import money
 
 __all__ = ["BUNDLED_CATALOG", "CatalogDataError", "LoadReport", "load_catalog"]
 

@@ -9,7 +9,7 @@ import sys
 
 from django.core.management.base import CommandError
 
-from ezat.cli import port
+from core.cli import port
 from simulator.app import serve
 
 

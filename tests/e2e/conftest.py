@@ -165,7 +165,7 @@ class Stack:
     ) -> Key:
         from accounts.services import create_api_key, create_org
         from billing.services import grant_credit
-        from ezat.money import usd_to_nano
+        from core.money import usd_to_nano
 
         with self.blocker.unblock():
             org = create_org(

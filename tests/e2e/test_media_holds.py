@@ -20,7 +20,7 @@ import anthropic
 import openai
 import pytest
 
-from ezat.money import nano_to_usd, usd_to_nano
+from core.money import nano_to_usd, usd_to_nano
 from tests.e2e.conftest import Key, Stack
 from tests.e2e.limits_billing_support import expected_cost_nano, product_prices
 from tests.media_samples import b64, png

@@ -22,7 +22,7 @@ from catalog.pricing import (
     worst_case_nano,
 )
 from catalog.schema import CatalogDataError, parse_price
-from ezat import money
+from core import money
 
 LOW = Prices(100_000, 500_000, 10_000, 125_000, 200_000)  # micro-USD per million tokens
 HIGH = Prices(500_000, 2_500_000, 50_000, 625_000, 1_000_000)

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ezat.cli import port
+from core.cli import port
 from simulator.app import serve
 from simulator.platforms import PlatformSim
 

@@ -75,7 +75,7 @@ def port(option: str) -> Callable[[str], int]:
 def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
     """A USD amount as nano-USD. Refuses floats' friends: exponent notation, NaN, infinities,
     >9 decimals."""
-    from ezat.money import MoneyInputError, parse_amount
+    from core.money import MoneyInputError, parse_amount
 
     try:
         amount = parse_amount(value)  # plain digits only: "1e3" is refused, not $1,000
@@ -85,7 +85,7 @@ def parse_usd(value: str, *, what: str, allow_zero: bool = False) -> int:
         raise CommandError(f"{what}: must be a positive amount of USD, got {value!r}")
     if amount > MAX_USD:
         raise CommandError(f"{what}: must be at most {MAX_USD} USD, got {value!r}")
-    from ezat.money import usd_to_nano
+    from core.money import usd_to_nano
 
     try:
         return usd_to_nano(amount)

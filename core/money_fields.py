@@ -2,8 +2,8 @@
 
 Django's DecimalField takes "1e3" as 1000 and words its bounds with `str(Decimal)`: a minimum of
 0.000000001 reads "Ensure this value is greater than or equal to 1E-9." (issue 33). This field
-reads the text with `ezat.money.parse_amount` (plain digits only) and words every bound, and the
-widget's min/max/step, with `ezat.money.plain`.
+reads the text with `core.money.parse_amount` (plain digits only) and words every bound, and the
+widget's min/max/step, with `core.money.plain`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from ezat import money
+from core import money
 
 
 class AmountField(forms.DecimalField):

@@ -2,7 +2,7 @@
 
 Entries live `ttl()` seconds (read at each load, so a settings change in tests applies); past
 `max_entries` the least recently loaded go first. A miss or an expired entry is loaded once for
-all concurrent readers (ezat/singleflight.py), and `clear()` starts a new generation: a load
+all concurrent readers (core/singleflight.py), and `clear()` starts a new generation: a load
 begun before it neither serves a read made after it nor writes its (maybe stale) entry, which is
 what a revocation's clear needs. A load's exception reaches its readers and is not cached.
 """
@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from ezat.singleflight import SingleFlight
+from core.singleflight import SingleFlight
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

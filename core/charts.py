@@ -19,7 +19,7 @@ from decimal import Decimal
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ezat import money
+from core import money
 
 # Distinguishable on white and for common colour-vision deficiencies (Okabe–Ito-like), then two
 # more so that ten series in one chart still get ten colours.
@@ -146,7 +146,7 @@ class Chart:
 
 def _svg(chart: Chart, width: int, height: int, max_labels: int, css: str) -> str:
     fmt: Callable[[float], str] = usd_axis if chart.metric == "cost" else compact
-    # A bar's tooltip is an amount, so it reads like every other total (ezat.money).
+    # A bar's tooltip is an amount, so it reads like every other total (core.money).
     tip: Callable[[float], str] = (
         (lambda v: money.usd_total(int(v))) if chart.metric == "cost" else compact
     )

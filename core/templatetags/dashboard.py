@@ -1,5 +1,5 @@
 """Template filters for money and tokens, and the tags of the server-rendered SVG usage charts
-(drawn by ezat/charts.py)."""
+(drawn by core/charts.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django import template
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
-from ezat import charts, money
+from core import charts, money
 
 register = template.Library()
 
@@ -22,7 +22,7 @@ compact = charts.compact
 
 
 def format_usd(nano: int | None, *, sign: bool = False) -> str:
-    """A balance or total (ezat.money.usd_total): 2 decimals; under $1, 4 significant digits."""
+    """A balance or total (core.money.usd_total): 2 decimals; under $1, 4 significant digits."""
     return "—" if nano is None else money.usd_total(int(nano), sign=sign)
 
 
@@ -80,7 +80,7 @@ def tokens(number: int | None) -> str:
 def stacked_bar_chart(
     days: Sequence[date], series: Sequence[object], metric: str, title: str
 ) -> SafeString:
-    """Bars per bucket, stacked by series (ezat/charts.py). `metric` is "cost" (nano-USD) or
+    """Bars per bucket, stacked by series (core/charts.py). `metric` is "cost" (nano-USD) or
     "tokens". Buckets are UTC days (dates) or, for the last 24 hours, UTC hours."""
     labels = [str(getattr(s, "label", "")) for s in series]
     values = [list(getattr(s, metric)) for s in series]
