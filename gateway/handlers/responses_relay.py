@@ -15,7 +15,7 @@ State (docs/providers.md, "Relayed Responses"):
 - a response the relay answered with `store` not false is recorded as a stored response of the
   org (gateway/stored_responses.py) with the deployment that answered; a `previous_response_id`
   naming it is relayed to that deployment only (the provider keeps the conversation), and is a
-  clear 404 when the deployment no longer serves the chain with `/responses`;
+  clear 400 when the deployment does not serve the chain with `/responses` (any more);
 - a `previous_response_id` EZAT stored itself, or one this org does not have, goes the
   translated way as before (gateway/handlers/responses.py: continued, or 404);
 - requests naming other state of the provider's (`conversation`, `item_reference` items,
@@ -143,12 +143,11 @@ def _pinned(chain: ModelChain, previous: str, pin: dict[str, Any]) -> RelayPlan:
             models.append(dataclasses.replace(model, routes=routes))
     if not models:
         raise GatewayError(
-            404,
+            400,
             f"previous_response_id: response {previous!r} is kept by the provider behind "
             f"deployment {pin.get('deployment')!r}, which does not serve {chain.name!r} with the "
-            "Responses API any more; send the conversation as input",
+            "Responses API; send the conversation as input",
             param="previous_response_id",
-            code="previous_response_not_found",
         )
     tokens = pin.get("tokens")
     return RelayPlan(models, tokens if type(tokens) is int and tokens > 0 else 0)
