@@ -107,10 +107,14 @@ class ResponsesRelayDecoder:
         self.sequence = -1
 
     def feed(self, chunk: bytes, limit: int | None = None) -> list[SSEEvent]:
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        blocks = (self._buffer + chunk if self._buffer else chunk).split(b"\n\n")
-        self._buffer = blocks.pop()
+        text = self._buffer + chunk if self._buffer else chunk
+        held = b""
+        if b"\r" in text:
+            if text.endswith(b"\r") and chunk:
+                text, held = text[:-1], b"\r"  # a CRLF split across reads: wait for its LF
+            text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        blocks = text.split(b"\n\n")
+        self._buffer = blocks.pop() + held
         events: list[SSEEvent] = []
         for block in blocks:
             data = b"".join(
