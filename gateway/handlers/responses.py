@@ -241,9 +241,7 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         models = await model_chain(request, await snapshot(), key, name, FMT, body)
         relayed = await responses_relay.plan(key, body, models)
         if relayed is not None:  # to the provider's /responses as sent (responses_relay.py)
-            return await responses_relay.relay(
-                request, send, scope, key, name, body, models, relayed
-            )
+            return await responses_relay.relay(request, send, scope, key, body, models, relayed)
         # The requested model, or for ezat/auto what its chain shares: a request valid for it
         # is valid for the models that may answer.
         model = models.primary
