@@ -64,6 +64,7 @@ from gateway.http import (
 )
 from gateway.protocols.media import MediaTally
 from gateway.protocols.openai_responses.inbound import references
+from gateway.protocols.openai_responses.outbound import error_code
 from gateway.providers.openai.cache_key import derives_cache_key, tenant_cache_key
 from gateway.providers.openai.relay import rename_model
 from gateway.providers.openai.responses_relay import (
@@ -123,6 +124,15 @@ async def plan(key: KeyInfo, body: dict[str, Any], chain: ModelChain) -> RelayPl
         pin = (found.get(previous) or {}).get("relayed")
         if not isinstance(pin, dict):
             return None  # EZAT's own stored response, or none of this org's: translated
+        if references(body):
+            # The provider would resolve them from a store every org shares.
+            raise GatewayError(
+                400,
+                "input: items named by id (item_reference, reasoning without "
+                "encrypted_content) are not followed in a relayed conversation; send them in "
+                "full, or rely on previous_response_id",
+                param="input",
+            )
         return _pinned(chain, previous, pin)
     if any(body.get(name) for name in _STATEFUL) or references(body):
         return None
@@ -345,13 +355,30 @@ async def _json(
 
 
 def _started_response(exchange: Exchange, decoder: Any) -> dict[str, Any]:
-    response = getattr(decoder, "response", None) or {"object": "response", "output": []}
+    """The response as the provider's `response.created` gave it, or, when the stream failed
+    before that, the fields the response object requires (openai-python `Response`)."""
+    response = getattr(decoder, "response", None) or {
+        "id": "resp_" + exchange.request_id,
+        "object": "response",
+        "created_at": int(exchange.started_at.timestamp()),
+        "status": "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "output": [],
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+    }
     return {**response, "model": exchange.model_name}
 
 
 def _failure(exchange: Exchange, decoder: Any, err: GatewayError) -> bytes:
     sequence = decoder.sequence if isinstance(decoder, ResponsesRelayDecoder) else -1
-    code = err.code if isinstance(err.code, str) else None
+    code = error_code(FMT.error_status(err), err.code)
     return failure_events(_started_response(exchange, decoder), sequence, err.message, code)
 
 

@@ -292,3 +292,36 @@ def test_a_response_ezat_stored_is_continued_by_translation(
     assert follow.model == lab.model
     assert len(lab.responses_requests()) == before
     assert "my name is Ada" in str(lab.chat_requests()[-1]["body"]["messages"])
+
+
+def test_a_stream_the_provider_cuts_ends_with_ezats_failure_not_billed(
+    lab: OpenAILab, e2e: Stack, client: openai.OpenAI
+) -> None:
+    long = {"content": [{"type": "text", "text": "word " * 40}]}
+    e2e.sim.script({"path": "responses", "reply": long, "drop_after_events": 6})
+    with client.responses.with_streaming_response.create(
+        model=lab.model, input="go", stream=True, store=False
+    ) as raw:
+        request_id = raw.headers["x-request-id"]
+        events = list(raw.parse())
+    # Validated as the SDK's own types (the watcher), numbered on from the provider's.
+    assert [e.type for e in events[-2:]] == ["error", "response.failed"]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    failed = events[-1]
+    assert failed.type == "response.failed" and failed.response.model == lab.model
+    assert records_by_request(e2e, [request_id]) == {}
+
+
+def test_items_by_id_are_not_followed_in_a_relayed_conversation(
+    lab: OpenAILab, client: openai.OpenAI
+) -> None:
+    first = client.responses.create(model=lab.model, input="hello")
+    before = len(lab.responses_requests())
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.responses.create(
+            model=lab.model,
+            previous_response_id=first.id,
+            input=[{"type": "item_reference", "id": first.output[0].id}],  # type: ignore[list-item]
+        )
+    assert raised.value.param == "input"  # type: ignore[attr-defined]
+    assert len(lab.responses_requests()) == before

@@ -200,12 +200,12 @@ def test_failure_events_continue_the_numbering_and_parse_as_the_sdk_types() -> N
         "top_p": 1.0,
         "status": "in_progress",
     }
-    wire = failure_events(full, 6, "the provider stream failed", None)
+    wire = failure_events(full, 6, "the provider stream failed", "server_error")
     blocks = [b for b in wire.split(b"\n\n") if b]
     datas = [orjson.loads(b.split(b"data: ", 1)[1]) for b in blocks]
     assert [d["sequence_number"] for d in datas] == [7, 8]
-    assert datas[0]["error"]["message"] == "the provider stream failed"
+    error = ResponseErrorEvent.model_validate(datas[0])
+    assert (error.code, error.message) == ("server_error", "the provider stream failed")
     failed = ResponseFailedEvent.model_validate(datas[1])
     assert failed.response.status == "failed" and failed.response.error is not None
-    assert datas[0]["type"] == "error"
-    assert ResponseErrorEvent  # the nested shape is what openai-python raises APIError on
+    assert failed.response.model == "gpt-x" and failed.response.usage is None

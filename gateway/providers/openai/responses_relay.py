@@ -199,22 +199,15 @@ def _error_body(parsed: dict[str, Any]) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type(error), "message": message}}
 
 
-def failure_events(
-    response: dict[str, Any], sequence: int, message: str, code: str | None
-) -> bytes:
+def failure_events(response: dict[str, Any], sequence: int, message: str, code: str) -> bytes:
     """`error` then `response.failed`, numbered after the provider's last event: how a stream
-    EZAT has to end itself (the provider cut it, say) ends, as a real one does. openai-python
-    raises APIError on the first."""
-    error = {"type": "server_error", "code": code, "message": message, "param": None}
-    failed = {
-        **response,
-        "status": "failed",
-        "usage": None,
-        "error": {"code": code or "server_error", "message": message},
-    }
-    out = b"event: error\ndata: " + orjson.dumps(
-        {"type": "error", "sequence_number": sequence + 1, "error": error}
-    )
+    EZAT has to end itself (the provider cut it, say) ends, as the translated path's do
+    (gateway/protocols/openai_responses/stream.py `failure`): the API reference's flat error
+    event, `code` one of the schema's (outbound.error_code)."""
+    failed = {**response, "status": "failed", "usage": None}
+    failed["error"] = {"code": code, "message": message}
+    error = {"type": "error", "sequence_number": sequence + 1, "code": code, "message": message}
+    out = b"event: error\ndata: " + orjson.dumps({**error, "param": None})
     out += b"\n\nevent: response.failed\ndata: " + orjson.dumps(
         {"type": "response.failed", "sequence_number": sequence + 2, "response": failed}
     )
