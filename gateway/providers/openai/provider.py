@@ -6,7 +6,9 @@ A Messages call (the internal dialect, gateway/dialect.py) is translated to Chat
 (request.py), and the answer back to Anthropic events or a Message (stream.py, reply.py), so
 every client API and every gateway rule (holds, caps, routing, the request log) works on these
 models unchanged. Chat Completions clients are not translated at all: they are relayed
-(gateway/handlers/chat_relay.py). count_tokens is answered here, without a call (tokens.py).
+(gateway/handlers/chat_relay.py), and so are Responses clients where the deployment has
+`/responses` (gateway/handlers/responses_relay.py). count_tokens is answered here, without a
+call (tokens.py).
 
 Wire facts (docs/providers.md, with sources):
 - `POST {base}/chat/completions`; `Authorization: Bearer KEY`, or no auth header for a keyless
