@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,28 +67,37 @@ CHILD_ENV = {
 }
 CALLGRIND = [
     "valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-before=getppid",
-    "--dump-instr=no", "--compress-strings=no"
+    "--dump-instr=no", "--compress-strings=no", "--separate-threads=yes",
 ]  # fmt: skip
 REASON_PREFIX = "instructions:"
 
 Log = Callable[[str], None]
 
 
-def _section_totals(out: Path) -> list[dict[str, int]]:
-    """Per dump (`out.1`, `out.2`, ... each one file per thread with --separate-threads: `-01`,
-    `-02`, ...), the instructions of each thread in it."""
+def _totals(path: Path) -> int:
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise BenchError(f"{path}: no totals line")
+
+
+def main_thread_sections(out: Path) -> list[int]:
+    """The main thread's count in each dump (`out.1-01`, `out.2-01`, ...: with
+    --separate-threads, a `--dump-before` dump holds the thread that called the function)."""
     sections = []
     n = 1
-    while files := sorted(out.parent.glob(f"{out.name}.{n}")):
-        threads = {}
-        for path in files:
-            for line in path.read_text(errors="replace").splitlines():
-                if line.startswith(("totals:", "summary:")):
-                    threads[path.name.rsplit("-", 1)[1]] = int(line.split()[1])
-                    break
-        sections.append(threads)
+    while (path := out.parent / f"{out.name}.{n}-01").exists():
+        sections.append(_totals(path))
         n += 1
     return sections
+
+
+def other_threads_total(out: Path) -> int:
+    """Every other thread's count from instrumentation on to the exit (their final dumps,
+    `out-02`, `out-03`, ...): the database writes' threads, which no section dump holds."""
+    return sum(
+        _totals(path) for path in out.parent.glob(f"{out.name}-*") if path.name[-3:] != "-01"
+    )
 
 
 def versions() -> dict[str, str]:
@@ -103,8 +113,9 @@ def versions() -> dict[str, str]:
     }
 
 
-def figures(names: list[str], sections: list[int], requests: int) -> dict[str, int]:
-    """The guarded figures from per-cell counts: per request and per event, by path."""
+def figures(names: list[str], sections: list[int], others: int, requests: int) -> dict[str, int]:
+    """The guarded figures from per-cell counts: per request and per event, by path; and the
+    other threads' per request over every cell."""
     by_cell = dict(zip(names, sections, strict=True))
     out: dict[str, int] = {}
     for name in dict.fromkeys(n.split("/")[0] for n in names):
@@ -113,10 +124,16 @@ def figures(names: list[str], sections: list[int], requests: int) -> dict[str, i
         short, long = by_cell[f"{name}/stream{SHORT}"], by_cell[f"{name}/stream{LONG}"]
         out[f"{name} stream ({SHORT} events), per request"] = round(short / requests)
         out[f"{name} stream, per event"] = round((long - short) / (LONG - SHORT) / requests)
+    out["other threads (database writes), per request"] = round(others / len(names) / requests)
     return out
 
 
-def _one_run(procs: Procs, env: dict[str, str], key: str, run: int) -> tuple[list[str], list[int]]:
+def _one_run(procs: Procs, env: dict[str, str], key: str, run: int) -> dict[str, int]:
+    # A copy of the freshly set-up database for every run: SQLite's B-trees and WAL then start
+    # from the same state each time, not from the previous run's rows.
+    db = procs.tmp / f"icount-{run}.sqlite3"
+    shutil.copyfile(procs.tmp / "bench.sqlite3", db)
+    env = {**env, "EZAT_SQLITE_PATH": str(db), "DATABASE_URL": f"sqlite:///{db}"}
     out = procs.tmp / f"icount-{run}.cg"
     cmd = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, "-m",
            "bench.icount_driver", "--callgrind", "--key", key, "--requests", str(REQUESTS),
@@ -129,17 +146,18 @@ def _one_run(procs: Procs, env: dict[str, str], key: str, run: int) -> tuple[lis
             f"{done.stderr.decode(errors='replace')[-4000:]}"
         )
     names = done.stdout.decode().strip().splitlines()[-1].split(",")
+    expected = [cell.name for cell in cells("", SHORT, LONG)]
+    if names != expected:
+        raise BenchError(f"the driver ran {names}, expected {expected}")
     # Section 1 is switching instrumentation on; then per cell a collection and the cell.
-    per_thread = _section_totals(out)[1:]
-    cell_sections = per_thread[1::2]
-    if len(cell_sections) != len(names):
-        raise BenchError(f"{out}: {len(per_thread)} sections for {len(names)} cells")
-    return names, [sum(threads.values()) for threads in cell_sections]
+    sections = main_thread_sections(out)[1:]
+    if len(sections) != 2 * len(names):
+        raise BenchError(f"{out}: {len(sections)} sections for {len(names)} cells")
+    return figures(names, sections[1::2], other_threads_total(out), REQUESTS)
 
 
 def count(runs: int, log: Log) -> list[dict[str, int]]:
-    """`runs` recounts (each a fresh process on one set-up gateway database): their figures."""
-    expected = [cell.name for cell in cells("", SHORT, LONG)]
+    """`runs` recounts (each a fresh process on a fresh copy of one set-up database)."""
     with tempfile.TemporaryDirectory(prefix="ezat-icount-") as tmp:
         procs = Procs(tmp=Path(tmp) / "procs")
         procs.tmp.mkdir()
@@ -150,10 +168,7 @@ def count(runs: int, log: Log) -> list[dict[str, int]]:
             results = []
             for run in range(runs):
                 started = time.monotonic()
-                names, sections = _one_run(procs, env, key, run)
-                if names != expected:
-                    raise BenchError(f"the driver ran {names}, expected {expected}")
-                results.append(figures(names, sections, REQUESTS))
+                results.append(_one_run(procs, env, key, run))
                 log(f"run {run + 1}/{runs}: {time.monotonic() - started:.0f} s")
             return results
         finally:
