@@ -2,8 +2,8 @@
 streamed event of the gateway's hot paths, against a committed baseline.
 
     python -m bench.icount --check          # recount; non-zero when a figure is > 1.10x baseline
-    python -m bench.icount --update         # recount and rewrite bench/baselines/instructions.json
-    python -m bench.icount --runs 3         # recount 3 times and print the spread (no baseline)
+    python -m bench.icount --update         # recount, rewrite bench/baselines/instructions.json
+    python -m bench.icount --spread --runs 3  # recount 3 times, print the spread (no baseline)
     python -m bench.icount --check-commits  # every commit that changed the baseline says why
 
 Timings move with everyone else's load on a shared machine; instruction counts do not. One
@@ -222,12 +222,17 @@ def _how_to_update() -> str:
     )
 
 
-def check(log: Log) -> int:
-    if not BASELINE.exists():
-        print(f"FAIL: no baseline at {BASELINE_REL}: {_how_to_update()}")
+def check(baseline_path: Path, log: Log, counts_from: Path | None, counts_out: Path | None) -> int:
+    """Recount (or read the counts of an earlier recount) and compare with the baseline."""
+    if not baseline_path.exists():
+        print(f"FAIL: no baseline at {baseline_path}: {_how_to_update()}")
         return 1
-    baseline = orjson.loads(BASELINE.read_bytes())
-    here = versions()
+    baseline = orjson.loads(baseline_path.read_bytes())
+    if counts_from is not None:
+        saved = orjson.loads(counts_from.read_bytes())
+        here, now = saved["versions"], saved["figures"]
+    else:
+        here, now = versions(), {}
     differ = {k: (baseline["versions"].get(k), v) for k, v in here.items()}
     differ = {k: pair for k, pair in differ.items() if pair[0] != pair[1]}
     if differ:
@@ -235,7 +240,10 @@ def check(log: Log) -> int:
         print(f"FAIL: the baseline was counted elsewhere: {what}. Counts only compare on the same "
               f"interpreter, valgrind and platform; {_how_to_update()}")  # fmt: skip
         return 1
-    now = count(1, log)[0]
+    if counts_from is None:
+        now = count(1, log)[0]
+    if counts_out is not None:
+        counts_out.write_bytes(orjson.dumps({"versions": here, "figures": now}))
     ok, table = compare(baseline, now)
     print(table)
     if ok:
@@ -286,7 +294,8 @@ def commits_without_reason(log_text: str) -> list[str]:
 
 
 def check_commits() -> int:
-    text = _git("log", "--format=%h%x1f%B%x1e", "--", BASELINE_REL)
+    # Merges are left out: the reason belongs to the commit that re-took the baseline.
+    text = _git("log", "--no-merges", "--format=%h%x1f%B%x1e", "--", BASELINE_REL)
     missing = commits_without_reason(text)
     if missing:
         print(f"FAIL: these commits changed {BASELINE_REL} without a line `{REASON_PREFIX} "
@@ -304,6 +313,11 @@ def main(argv: list[str] | None = None) -> None:
     group.add_argument("--spread", action="store_true", help="recount --runs times, print spread")
     group.add_argument("--check-commits", action="store_true", help="the commit-message rule")
     parser.add_argument("--runs", type=int, default=1, help="recounts (--update, --spread)")
+    parser.add_argument("--baseline", type=Path, default=BASELINE, help="--check against this")
+    parser.add_argument("--counts-out", type=Path, help="--check: also save the recount here")
+    parser.add_argument(
+        "--counts-from", type=Path, help="--check: compare this saved recount, do not count"
+    )
     args = parser.parse_args(argv)
 
     def log(msg: str) -> None:
@@ -312,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.check_commits:
         sys.exit(check_commits())
     if args.check:
-        sys.exit(check(log))
+        sys.exit(check(args.baseline, log, args.counts_from, args.counts_out))
     if args.update:
         sys.exit(update(args.runs, log))
     print(spread(count(max(args.runs, 2), log)))

@@ -36,7 +36,6 @@ from bench import loadgen
 from bench.procs import GPT_MODEL, MODEL
 
 WARM_UP = 3  # requests per cell before counting (lazy imports, caches, pooled connections)
-_ADD_WORK = "EZAT_ICOUNT_ADD_WORK"  # tests only: extra iterations per request (see `_extra`)
 
 
 @dataclass(frozen=True)
@@ -111,15 +110,7 @@ def mark() -> None:
     os.getppid()
 
 
-def _extra(n: int) -> int:
-    """Extra work per request, for the guard's own test only (EZAT_ICOUNT_ADD_WORK=N)."""
-    total = 0
-    for i in range(n):
-        total += i * i % 7
-    return total
-
-
-async def call(app: Any, cell: Cell, extra: int) -> bytes:
+async def call(app: Any, cell: Cell) -> bytes:
     """One request through the ASGI app; the whole response body, checked to be complete."""
     delivered = False
     finished = asyncio.Event()
@@ -141,8 +132,6 @@ async def call(app: Any, cell: Cell, extra: int) -> bytes:
         else:
             body.append(message.get("body", b""))
 
-    if extra:
-        _extra(extra)
     await app(cell.scope, receive, send)
     finished.set()
     data = b"".join(body)
@@ -180,7 +169,6 @@ def run(args: argparse.Namespace) -> None:
     from ezat.asgi import application
     from gateway.runtime import pin_mmap_threshold, tune_garbage_collector
 
-    extra = int(os.environ.get(_ADD_WORK, "0") or 0)
     todo = cells(args.key, args.short, args.long)
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -190,12 +178,12 @@ def run(args: argparse.Namespace) -> None:
     async def warm_up() -> None:
         for cell in todo:
             for _ in range(WARM_UP):
-                await call(application, cell, extra)
+                await call(application, cell)
         await writer.drain_log()
 
     async def counted(cell: Cell) -> None:
         for _ in range(args.requests):
-            await call(application, cell, extra)
+            await call(application, cell)
         await writer.drain_log()
 
     loop.run_until_complete(warm_up())
