@@ -156,6 +156,18 @@ def _one_run(procs: Procs, env: dict[str, str], key: str, run: int) -> dict[str,
     return figures(names, sections[1::2], other_threads_total(out), REQUESTS)
 
 
+def child_env(gateway_env: dict[str, str], tmp: Path) -> dict[str, str]:
+    """The driver's environment: the bench's gateway settings and CHILD_ENV, and none of the
+    caller's own EZAT_ settings (a test session's, a developer's shell's), so that the counts
+    do not depend on who runs the guard. The durable files go to the run's directory."""
+    ours = {"EZAT_SQLITE_PATH"}
+    env = {k: v for k, v in gateway_env.items() if not k.startswith("EZAT_") or k in ours}
+    for name, sub in (("EZAT_USAGE_SPOOL_DIR", "spool"), ("EZAT_CHECKPOINT_DIR", "checkpoints"),
+                      ("EZAT_REQUEST_LOG_QUARANTINE_DIR", "quarantine")):  # fmt: skip
+        env[name] = str(tmp / sub)
+    return {**env, **CHILD_ENV}
+
+
 def count(runs: int, log: Log) -> list[dict[str, int]]:
     """`runs` recounts (each a fresh process on a fresh copy of one set-up database)."""
     with tempfile.TemporaryDirectory(prefix="ezat-icount-") as tmp:
@@ -163,7 +175,7 @@ def count(runs: int, log: Log) -> list[dict[str, int]]:
         procs.tmp.mkdir()
         try:
             up_port = procs.start_upstream(events=LONG, cpu=None, max_seconds=3600)
-            env = {**procs.gateway_env("sqlite", redis=False), **CHILD_ENV}
+            env = child_env(procs.gateway_env("sqlite", redis=False), procs.tmp)
             key = procs.setup_gateway(env, up_port)
             results = []
             for run in range(runs):
@@ -194,7 +206,7 @@ def compare(baseline: dict[str, Any], now: dict[str, int]) -> tuple[bool, str]:
     """(within the threshold, the table: path, baseline, now, ratio)."""
     rows = [("figure", "baseline", "now", "ratio", "")]
     ok = True
-    for name in sorted(set(baseline["figures"]) | set(now)):
+    for name in [*baseline["figures"], *(n for n in now if n not in baseline["figures"])]:
         base, cur = baseline["figures"].get(name), now.get(name)
         if base is None or cur is None:
             ok = False
