@@ -52,7 +52,6 @@ REQUESTS = 4  # counted requests per cell
 # cell ends (the driver drains the writer: one batch of REQUESTS rows per cell).
 CHILD_ENV = {
     "PYTHONHASHSEED": "0",
-    "PYTHONDONTWRITEBYTECODE": "1",
     "EZAT_KEY_CACHE_TTL": "3600",
     "EZAT_CATALOG_POLL_INTERVAL": "3600",
     "EZAT_REQUEST_LOG_FLUSH_SECONDS": "3600",
