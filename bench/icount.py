@@ -197,7 +197,8 @@ def spread(results: list[dict[str, int]]) -> str:
     for name in results[0]:
         values = [r[name] for r in results]
         low = min(values)
-        rows.append((name, *(f"{v:,}" for v in values), f"{(max(values) - low) / low * 100:.2f} %"))
+        gap = f"{(max(values) - low) / low * 100:.2f} %" if low else "-"
+        rows.append((name, *(f"{v:,}" for v in values), gap))
     return _table(rows)
 
 

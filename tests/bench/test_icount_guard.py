@@ -140,3 +140,9 @@ def test_a_commit_changing_the_baseline_must_say_why() -> None:
 def test_every_commit_that_changed_the_baseline_says_why() -> None:
     done = _guard("--check-commits")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_spread_is_the_range_over_the_lowest() -> None:
+    table = icount.spread([{"a": 1000, "z": 0}, {"a": 1010, "z": 0}, {"a": 1005, "z": 0}])
+    assert table.splitlines()[1].split()[-2:] == ["1.00", "%"]
+    assert table.splitlines()[2].split()[-1] == "-"
