@@ -48,29 +48,29 @@ from gateway.limits.base import (
 from gateway.limits.common import (
     ERRORS,
     FAIL_OPEN,
-    SETTLED_MARKER_SECONDS,
-    TOTAL_PERIOD,
     Heartbeat,
     Lease,
     MoneySource,
     SeedRunner,
     SeedTicket,
     candidate_share,
-    day_id,
     failopen_rpm,
     fair_share_active_seconds,
     hold_ttl_seconds,
-    month_id,
-    month_ttl_seconds,
-    period_id,
-    period_ttl_seconds,
     reseed_seconds,
-    retry_after,
     share_caps,
     slot_lease_seconds,
 )
 from gateway.limits.local import LocalLimiter
+from gateway.limits.periods import month_ttl_seconds, period_id, period_ttl_seconds, retry_after
 from gateway.limits.resp import RespClient, ScriptRef
+from gateway.limits.settlement import (
+    KEY_SIGN,
+    ORG_SIGN,
+    SETTLED_MARKER_SECONDS,
+    settle_periods,
+    touches_money,
+)
 
 logger = logging.getLogger("gateway.limits")
 
@@ -392,12 +392,14 @@ class RedisLimiter:
         return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment, balance)
 
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
+        # scripts.SEED is settlement.seed; the script takes the correction's sign as "-" / "".
         if ticket.scope == "org":
-            key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", "-", 0
+            key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", ORG_SIGN, 0
         else:
-            key, fld, sign = self._kmon_key(ticket.ident, ticket.month), "spent", ""
+            key, fld, sign = self._kmon_key(ticket.ident, ticket.month), "spent", KEY_SIGN
             ttl = period_ttl_seconds(ticket.month, self._wall())
-        args = [fld, value, ticket.charged, ticket.gen, ticket.mode, sign, ttl, self._now_arg()]
+        args = [fld, value, ticket.charged, ticket.gen, ticket.mode, "" if sign > 0 else "-", ttl]
+        args.append(self._now_arg())
         try:
             return bool(await self._redis().seed(keys=[key], args=args))
         except UNREACHABLE as exc:
@@ -424,19 +426,19 @@ class RedisLimiter:
         if lease is not None:
             where = deployment_id if deployment_id is not None else lease.deployment_id
             lease_keys, _ = self._lease_keys(request_id, lease, where)
-        if hold_nano <= 0 and cost_nano <= 0:
+        if not touches_money(hold_nano, cost_nano):
             if lease_keys:
                 await self._release(request_id, org_id, lease_keys, "settle")
             return
         wall = self._wall()
-        month = month_id(wall)
-        # The leases go in the same script: one round trip at the end of a request. The day
-        # and total states are charged only where they exist (keys capped that way).
+        month, day, total = settle_periods(wall)
+        # scripts.SETTLE is settlement.settle on Redis's storage. The leases go in the same
+        # script: one round trip at the end of a request.
         keys = [
             *self._org_keys(org_id),
             self._kmon_key(key_id, month),
-            self._kmon_key(key_id, day_id(wall)),
-            self._kmon_key(key_id, TOTAL_PERIOD),
+            self._kmon_key(key_id, day),
+            self._kmon_key(key_id, total),
             *lease_keys,
         ]
         args = [

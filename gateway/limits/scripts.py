@@ -261,7 +261,8 @@ return reply(0, chosen, balance)
 # The month's state is always charged (created if missing); the day's and the total's only when
 # they exist: they exist for keys capped per day or in total (an initial seed creates the hash,
 # with its gen, before it reads the database, so a seed in flight is never missed).
-# Returns 1 settled, 0 no-op.
+# Returns 1 settled, 0 no-op. The arithmetic is settlement.settle's (tests/limits/
+# test_limits_settlement.py runs one table through this script and through that function).
 SETTLE = (
     _PRELUDE
     + """
@@ -302,7 +303,7 @@ return 1
 
 # KEYS: the state hash. ARGV: field ("base" | "spent"), DB value, c0, gen, mode ("init" |
 # "reseed"), sign of the correction ("-" for base, "" for spent), ttl s (0 = none), now ms.
-# value = db ∓ (charged − c0), written only if gen is unchanged (see common.py).
+# value = db ∓ (charged − c0), written only if gen is unchanged (see common.py): settlement.seed.
 SEED = (
     _PRELUDE
     + """
