@@ -13,6 +13,7 @@ import hashlib
 import random
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -66,82 +67,72 @@ async def counted(client: RespClient) -> CountingTransport:
     return counter
 
 
-async def warm_limiter(prefix: str, clock: FakeClock, money: StaticMoney) -> RedisLimiter:
+@dataclass
+class Warm:
+    limiter: RedisLimiter
+    client: RespClient  # its lean client
+    transport: CountingTransport  # on the client's connection
+
+
+@pytest.fixture
+async def warm(prefix: str, clock: FakeClock) -> AsyncIterator[Warm]:
+    """A Redis limiter with org 1 and key 1 seeded and both scripts loaded (a NOSCRIPT would
+    add writes), a counter on its connection's transport."""
+    money = StaticMoney()
+    money.org[1] = 10**9
     lim = RedisLimiter(REDIS_URL, prefix=prefix, money=money, clock=clock, heartbeat=False)
-    # Seeds org 1 and key 1 (cold), and loads both scripts (a NOSCRIPT would add writes).
     first = req(hold_nano=1, spend_cap_nano=10**9)
     await lim.admit(first)
     await lim.settle(first.request_id, key_id=1, org_id=1, hold_nano=1, cost_nano=1)
     await lim.wait_background()
-    return lim
+    fast = lim._redis().fast
+    assert fast is not None
+    yield Warm(lim, fast, await counted(fast))
+    await lim.aclose()
 
 
 @pytest.mark.parametrize("coalesce", [True, False])
-async def test_16_concurrent_admissions_share_writes(
-    prefix: str, clock: FakeClock, coalesce: bool
-) -> None:
-    money = StaticMoney()
-    money.org[1] = 10**9
-    lim = await warm_limiter(prefix, clock, money)
-    try:
-        fast = lim._redis().fast
-        assert fast is not None
-        fast.coalesce = coalesce
-        transport = await counted(fast)
-        sent = fast.commands_sent
-        requests = [req(hold_nano=1_000, spend_cap_nano=10**9) for _ in range(16)]
-        results = await asyncio.gather(*(lim.admit(r) for r in requests))
-        assert all(isinstance(r, Admitted) for r in results)
-        assert fast.commands_sent - sent == 16 == transport.commands
-        if coalesce:
-            assert transport.writes == 1  # all 16 were queued in one loop turn
-        else:
-            assert transport.writes == 16
-        # ... and their settlements, also concurrent: one write again
-        transport.writes = 0
-        await asyncio.gather(
-            *(
-                lim.settle(r.request_id, key_id=1, org_id=1, hold_nano=1_000, cost_nano=10)
-                for r in requests
-            )
+async def test_16_concurrent_admissions_share_writes(warm: Warm, coalesce: bool) -> None:
+    lim, fast, transport = warm.limiter, warm.client, warm.transport
+    fast.coalesce = coalesce
+    sent = fast.commands_sent
+    requests = [req(hold_nano=1_000, spend_cap_nano=10**9) for _ in range(16)]
+    results = await asyncio.gather(*(lim.admit(r) for r in requests))
+    assert all(isinstance(r, Admitted) for r in results)
+    assert fast.commands_sent - sent == 16 == transport.commands
+    if coalesce:
+        assert transport.writes == 1  # all 16 were queued in one loop turn
+    else:
+        assert transport.writes == 16
+    # ... and their settlements, also concurrent: one write again
+    transport.writes = 0
+    await asyncio.gather(
+        *(
+            lim.settle(r.request_id, key_id=1, org_id=1, hold_nano=1_000, cost_nano=10)
+            for r in requests
         )
-        assert transport.writes == (1 if coalesce else 16)
-        assert await lim.open_holds(1) == 0  # the 16 holds are settled
-    finally:
-        await lim.aclose()
+    )
+    assert transport.writes == (1 if coalesce else 16)
+    assert await lim.open_holds(1) == 0  # the 16 holds are settled
 
 
-async def test_sequential_calls_still_write_one_command_each(prefix: str, clock) -> None:
-    money = StaticMoney()
-    money.org[1] = 10**9
-    lim = await warm_limiter(prefix, clock, money)
-    try:
-        fast = lim._redis().fast
-        assert fast is not None
-        transport = await counted(fast)
-        for _ in range(5):
-            await lim.admit(req(hold_nano=1))
-        assert (transport.writes, transport.commands) == (5, 5)
-    finally:
-        await lim.aclose()
+async def test_sequential_calls_still_write_one_command_each(warm: Warm) -> None:
+    for _ in range(5):
+        await warm.limiter.admit(req(hold_nano=1))
+    assert (warm.transport.writes, warm.transport.commands) == (5, 5)
 
 
-async def test_concurrent_money_checks_stay_exact_when_coalesced(prefix: str, clock) -> None:
+async def test_concurrent_money_checks_stay_exact_when_coalesced(warm: Warm) -> None:
     """A coalesced batch is still run one script at a time by Redis: a cap covering 5 of 16
     concurrent holds admits exactly 5, whichever 5."""
-    money = StaticMoney()
-    money.org[1] = 10**9
-    lim = await warm_limiter(prefix, clock, money)
-    try:
-        cap = 5_000 + 1  # the warm-up spent 1
-        results = await asyncio.gather(
-            *(lim.admit(req(hold_nano=1_000, spend_cap_nano=cap)) for _ in range(16)),
-            return_exceptions=True,
-        )
-        assert sum(isinstance(r, Admitted) for r in results) == 5
-        assert all(isinstance(r, Admitted | InsufficientFunds) for r in results)
-    finally:
-        await lim.aclose()
+    cap = 5_000 + 1  # the warm-up spent 1
+    results = await asyncio.gather(
+        *(warm.limiter.admit(req(hold_nano=1_000, spend_cap_nano=cap)) for _ in range(16)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Admitted) for r in results) == 5
+    assert all(isinstance(r, Admitted | InsufficientFunds) for r in results)
+    assert warm.transport.writes == 1
 
 
 @pytest.mark.parametrize("seed", range(6))

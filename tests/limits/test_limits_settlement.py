@@ -46,6 +46,12 @@ def book(**kw: object) -> Book:
     return Book(**fields)  # type: ignore[arg-type]
 
 
+def settled(**kw: object) -> Book:
+    """What `book()` becomes after its settle: the marker, no holds; `kw` the moved states."""
+    marked = Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True)
+    return book(**{"entry": marked, "held": 0, "key_held": 0, **kw})
+
+
 # --- settle: a table --------------------------------------------------------------------------
 SETTLE_CASES = [
     # (what, book before, cost, the book after; None = a no-op)
@@ -53,11 +59,8 @@ SETTLE_CASES = [
         "the hold is released and the cost charged to org and month",
         book(),
         400,
-        book(
-            entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True),
+        settled(
             org=Tally(9_600, 400),
-            held=0,
-            key_held=0,
             month=Tally(900, 400),
         ),
     ),
@@ -71,8 +74,7 @@ SETTLE_CASES = [
         "a hold that expired first: the cost is still charged, nothing released",
         book(entry=None, held=300, key_held=300),
         250,
-        book(
-            entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True),
+        settled(
             org=Tally(9_750, 250),
             held=300,
             key_held=300,
@@ -83,11 +85,8 @@ SETTLE_CASES = [
         "unseeded states count `charged` only (a seed in flight subtracts it)",
         book(org=Tally(None, 7), month=Tally(None, 0)),
         100,
-        book(
-            entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True),
+        settled(
             org=Tally(None, 107),
-            held=0,
-            key_held=0,
             month=Tally(None, 100),
         ),
     ),
@@ -95,11 +94,8 @@ SETTLE_CASES = [
         "the day's and the total's states are charged where they exist",
         book(day=Tally(50, 50), total=Tally(None, 3)),
         10,
-        book(
-            entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True),
+        settled(
             org=Tally(9_990, 10),
-            held=0,
-            key_held=0,
             month=Tally(510, 10),
             day=Tally(60, 60),
             total=Tally(None, 13),
@@ -109,23 +105,20 @@ SETTLE_CASES = [
         "a cost of 0 releases the hold and leaves the marker, charges nothing",
         book(),
         0,
-        book(entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True), held=0, key_held=0),
+        settled(),
     ),
     (
         "a negative cost is clamped at 0: no refund through the limiter",
         book(),
         -5,
-        book(entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True), held=0, key_held=0),
+        settled(),
     ),
     (
         "beyond a double's integers, exact (money is integer nano-USD)",
         book(org=Tally(10**16 + 7, 0), month=Tally(2**53, 0)),
         1,
-        book(
-            entry=Hold(0, 0, NOW + SETTLED_MARKER_SECONDS, settled=True),
+        settled(
             org=Tally(10**16 + 6, 1),
-            held=0,
-            key_held=0,
             month=Tally(2**53 + 1, 1),
         ),
     ),
