@@ -33,7 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry as SyncRetry
 
 from ezat.redis_clients import cluster_mode, sync_client, tag
-from gateway.limits import scripts
+from gateway.limits import scripts, settlement
 from gateway.limits.base import (
     AdmitRequest,
     Admitted,
@@ -64,13 +64,6 @@ from gateway.limits.common import (
 from gateway.limits.local import LocalLimiter
 from gateway.limits.periods import month_ttl_seconds, period_id, period_ttl_seconds, retry_after
 from gateway.limits.resp import RespClient, ScriptRef
-from gateway.limits.settlement import (
-    KEY_SIGN,
-    ORG_SIGN,
-    SETTLED_MARKER_SECONDS,
-    settle_periods,
-    touches_money,
-)
 
 logger = logging.getLogger("gateway.limits")
 
@@ -392,14 +385,13 @@ class RedisLimiter:
         return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment, balance)
 
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
-        # scripts.SEED is settlement.seed; the script takes the correction's sign as "-" / "".
+        # scripts.SEED is settlement.seed (the correction's sign: "-" for an org's base)
         if ticket.scope == "org":
-            key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", ORG_SIGN, 0
+            key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", "-", 0
         else:
-            key, fld, sign = self._kmon_key(ticket.ident, ticket.month), "spent", KEY_SIGN
+            key, fld, sign = self._kmon_key(ticket.ident, ticket.month), "spent", ""
             ttl = period_ttl_seconds(ticket.month, self._wall())
-        args = [fld, value, ticket.charged, ticket.gen, ticket.mode, "" if sign > 0 else "-", ttl]
-        args.append(self._now_arg())
+        args = [fld, value, ticket.charged, ticket.gen, ticket.mode, sign, ttl, self._now_arg()]
         try:
             return bool(await self._redis().seed(keys=[key], args=args))
         except UNREACHABLE as exc:
@@ -426,12 +418,12 @@ class RedisLimiter:
         if lease is not None:
             where = deployment_id if deployment_id is not None else lease.deployment_id
             lease_keys, _ = self._lease_keys(request_id, lease, where)
-        if not touches_money(hold_nano, cost_nano):
+        if not settlement.touches_money(hold_nano, cost_nano):
             if lease_keys:
                 await self._release(request_id, org_id, lease_keys, "settle")
             return
         wall = self._wall()
-        month, day, total = settle_periods(wall)
+        month, day, total = settlement.settle_periods(wall)
         # scripts.SETTLE is settlement.settle on Redis's storage. The leases go in the same
         # script: one round trip at the end of a request.
         keys = [
@@ -444,7 +436,7 @@ class RedisLimiter:
         args = [
             request_id,
             max(0, cost_nano),
-            int(SETTLED_MARKER_SECONDS * 1000),
+            int(settlement.SETTLED_MARKER_SECONDS * 1000),
             month_ttl_seconds(month, wall),
             self._now_arg(),
             org_id,
