@@ -291,10 +291,9 @@ class LocalLimiter:
         month, day, total = settle_periods(now)
         with self._lock:
             org = self._orgs.setdefault(org_id, _OrgState())
-            # Day and total states exist only for keys capped that way (or a seed in flight
-            # for one): charged when present, like the Redis script.
-            km = self._months.setdefault((key_id, month), _KeyMonth())
-            kd, kt = self._months.get((key_id, day)), self._months.get((key_id, total))
+            # The month's state is created by a charge; the day's and the total's exist only for
+            # keys capped that way (or a seed in flight for one): charged when present.
+            km, kd, kt = (self._months.get((key_id, p)) for p in (month, day, total))
             entry = org.holds.get(request_id)
             held_for = key_id if entry is None or entry.settled else entry.key_id
             book = Book(
@@ -302,7 +301,7 @@ class LocalLimiter:
                 Tally(org.base, org.charged),
                 org.held,
                 org.key_held.get(held_for, 0),
-                km.tally(),
+                Tally() if km is None else km.tally(),
                 None if kd is None else kd.tally(),
                 None if kt is None else kt.tally(),
             )
@@ -317,7 +316,8 @@ class LocalLimiter:
                 org.key_held[held_for] = after.key_held
             else:
                 org.key_held.pop(held_for, None)
-            km.store(after.month)
+            if after.month != book.month:
+                self._months.setdefault((key_id, month), _KeyMonth()).store(after.month)
             for state, tally in ((kd, after.day), (kt, after.total)):
                 if state is not None and tally is not None:
                     state.store(tally)

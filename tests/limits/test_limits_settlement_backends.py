@@ -90,6 +90,7 @@ CASES: dict[str, tuple[float, list[Step]]] = {
     "a settle without an admission here, then the admission seeds": (
         T0 + 10,
         [
+            ("settle", "w", 5, 0),  # nothing to charge: no month state appears
             ("settle", "x", 0, 250),
             ("admit", "a", 100, 1_000, "month"),
             ("settle", "a", 100, 100),
@@ -245,7 +246,8 @@ async def run_case(
                 await limiter.settle(rid, key_id=KEY, org_id=ORG, hold_nano=hold, cost_nano=cost)
                 after = await storage.book(rid, clock.now)
                 assert after == expected, f"{step}: the storage is not where settle() says"
-                seen.append(after)
+                month = settle_periods(clock.now)[0]  # created by a charge only, on both
+                seen.append((after, await storage.period(month) is not None))
             elif kind == "advance":
                 clock.advance(step[1])
             elif kind == "ticket":
