@@ -178,6 +178,7 @@ if hold > 0 then
     redis.call('HSET', kmon, 'seeded_at', now)
     flags[4], flags[5], flags[6] = 1, tonumber(k[2]) or 0, k[3] or ''
   end
+  -- the money check: settlement.money_refusal
   local held = tonumber(o[2]) or 0
   local kheld = tonumber(o[3]) or 0
   if cap ~= '' and tonumber(k[1]) + kheld + hold > tonumber(cap) then
