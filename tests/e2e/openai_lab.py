@@ -34,8 +34,15 @@ class OpenAILab:
 
 
 def make_openai_lab(
-    stack: Stack, *, server_model: str = "gpt-sim", deployments: int = 1, **model: Any
+    stack: Stack,
+    *,
+    server_model: str = "gpt-sim",
+    deployments: int = 1,
+    server_models: tuple[str, ...] = (),
+    **model: Any,
 ) -> OpenAILab:
+    """`server_models`: the simulator model each deployment answers as (one deployment per
+    name, so a fault can `match` one deployment's requests by their `"model"`)."""
     from django.db import transaction
 
     from catalog.models import Model
@@ -54,14 +61,14 @@ def make_openai_lab(
     names = []
     with stack.blocker.unblock(), transaction.atomic():
         copy_model(Model.objects.get(id="anthropic/claude-sonnet-5-5"), model_id, **changes)
-        for n in range(deployments):
+        for n, served in enumerate(server_models or (server_model,) * deployments):
             dep, _ = upsert_deployment(
                 name=f"oai-{token}-{n}",
                 kind="openai",
                 base_url=stack.sim.url + "/v1",
                 api_key=SIM_KEYS[0],
                 model_ids=[model_id],
-                platform_model_ids={model_id: server_model},
+                platform_model_ids={model_id: served},
             )
             names.append(dep.name)
     key = stack.new_key()
