@@ -22,7 +22,7 @@ from gateway.providers.openai.request import (
 )
 from gateway.providers.openai.stream import ChatStreamDecoder
 from gateway.providers.openai.strict import strict_parameters
-from gateway.simulator.openai_strict import strict_schema_error
+from simulator.openai_strict import strict_schema_error
 
 # OpenAI's rule for function names (the simulator's openai_validation.check_tool_name).
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -14,7 +14,7 @@ from catalog.platform_config import (
     read_service_account_file,
 )
 from catalog.services import CatalogDataError, upsert_deployment
-from ezat.cli import fraction, positive_int
+from core.cli import fraction, positive_int
 
 
 class Command(BaseCommand):
