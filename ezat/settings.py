@@ -307,6 +307,9 @@ EZAT_CATALOG_POLL_INTERVAL = env.float("EZAT_CATALOG_POLL_INTERVAL", default=2.0
 # Routing health.
 EZAT_COOLDOWN_FAILURES = env.int("EZAT_COOLDOWN_FAILURES", default=3)
 EZAT_COOLDOWN_SECONDS = env.float("EZAT_COOLDOWN_SECONDS", default=30.0)
+# A deployment whose provider account ran out of quota (OpenAI's 429 insufficient_quota) cools
+# down at once for this long: OpenAI says a billing change can take up to 10 minutes to apply.
+EZAT_QUOTA_COOLDOWN_SECONDS = env.float("EZAT_QUOTA_COOLDOWN_SECONDS", default=600.0)
 # Vertex deployments: refresh an OAuth2 token this long before it expires (in the background),
 # and retry a failed refresh after this long (the deployment cools down meanwhile).
 EZAT_VERTEX_TOKEN_REFRESH_MARGIN = env.float("EZAT_VERTEX_TOKEN_REFRESH_MARGIN", default=300.0)

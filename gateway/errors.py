@@ -40,6 +40,12 @@ OPENAI_TYPES: dict[int, tuple[str, str | None]] = {
 }
 
 
+# The code of a provider's "this account is out of quota" answer (OpenAI's 429
+# insufficient_quota): the deployment cools down for EZAT_QUOTA_COOLDOWN_SECONDS
+# (gateway/exchange.py) and the caller, who cannot fix it, is told not to retry.
+QUOTA_EXHAUSTED = "upstream_quota_exhausted"
+
+
 class GatewayError(Exception):
     """An error answer. `headers` are extra response headers (retry-after, x-should-retry)."""
 

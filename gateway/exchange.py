@@ -32,7 +32,7 @@ from core import money
 from gateway import connect_errors, limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints
-from gateway.errors import GatewayError
+from gateway.errors import QUOTA_EXHAUSTED, GatewayError
 from gateway.first_tokens import gate
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
@@ -683,6 +683,15 @@ def _upstream_failure(
             retryable=True,
         )
     error = upstream_error(kind, status, headers, payload)
+    if error.code == QUOTA_EXHAUSTED:
+        # The deployment's provider account is out of quota: not the caller's pace, and not
+        # over in seconds. Another deployment (another account) may answer; this one rests.
+        return AttemptFailed(
+            error,
+            f"http_{status}",
+            retryable=True,
+            cooldown_s=settings.EZAT_QUOTA_COOLDOWN_SECONDS,
+        )
     return AttemptFailed(error, f"http_{status}", retryable=error.retryable_upstream)
 
 

@@ -97,6 +97,9 @@ class HealthBoard:
         self._failures: dict[int, int] = {}
         self._failed_at: dict[int, float] = {}  # wall clock of each deployment's latest failure
         self._cooling_until: dict[int, float] = {}
+        # When a cooldown of its own length (cool_down's `seconds`) began; others began
+        # EZAT_COOLDOWN_SECONDS before they end.
+        self._began: dict[int, float] = {}
         self._synced_at = 0.0
         self._sync_task: asyncio.Task[None] | None = None
         self._redis: Any = None
@@ -174,10 +177,13 @@ class HealthBoard:
         """
         if since is not None:
             until = self._cooling_until.get(deployment_id)
-            began = until - settings.EZAT_COOLDOWN_SECONDS if until is not None else -math.inf
+            began = self._began.get(deployment_id, -math.inf)
+            if until is not None and deployment_id not in self._began:
+                began = until - settings.EZAT_COOLDOWN_SECONDS
             if since < max(began, self._failed_at.get(deployment_id, -math.inf)):
                 return
         self._failures.pop(deployment_id, None)
+        self._began.pop(deployment_id, None)
         if self._cooling_until.pop(deployment_id, None) is not None:
             client = self._redis_client()
             if client is not None:
@@ -205,11 +211,25 @@ class HealthBoard:
             if client is not None:
                 asyncio.get_running_loop().create_task(self._publish(deployment_id, until))
 
-    def cool_down(self, deployment_id: int) -> None:
+    def cool_down(self, deployment_id: int, seconds: float | None = None) -> None:
         """Cool a deployment down now (its credentials could not be refreshed, say), whatever
-        its failure count: routing prefers the others until the cooldown ends."""
-        for _ in range(max(1, settings.EZAT_COOLDOWN_FAILURES)):
-            self.failure(deployment_id)
+        its failure count: routing prefers the others until the cooldown ends. `seconds`: for
+        this long instead of EZAT_COOLDOWN_SECONDS (a provider quota used up)."""
+        if seconds is None:
+            for _ in range(max(1, settings.EZAT_COOLDOWN_FAILURES)):
+                self.failure(deployment_id)
+            return
+        now = time.time()
+        self._failed_at[deployment_id] = now
+        self._failures[deployment_id] = 0
+        until = max(now + seconds, self._cooling_until.get(deployment_id, 0.0))
+        self._cooling_until[deployment_id] = until
+        self._began[deployment_id] = now
+        logger.warning(
+            "deployment cooling down", extra={"deployment_id": deployment_id, "seconds": seconds}
+        )
+        if self._redis_client() is not None:
+            asyncio.get_running_loop().create_task(self._publish(deployment_id, until))
 
     async def _publish(self, deployment_id: int, until: float) -> None:
         try:
@@ -259,6 +279,7 @@ class HealthBoard:
         self._failures.clear()
         self._failed_at.clear()
         self._cooling_until.clear()
+        self._began.clear()
 
 
 @dataclass(frozen=True, slots=True)

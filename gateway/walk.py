@@ -39,16 +39,25 @@ CALLER_ERRORS = frozenset({400, 401, 402, 403, 413})
 
 class AttemptFailed(Exception):
     """`retryable`: another deployment may succeed. `healthy`: the deployment is not to blame
-    (a body too large for its platform), so it does not count toward a cooldown."""
+    (a body too large for its platform), so it does not count toward a cooldown. `cooldown_s`:
+    the deployment cools down at once for this long, whatever its failure count (a provider
+    account out of quota will not answer again for a while)."""
 
     def __init__(
-        self, error: GatewayError, outcome: str, *, retryable: bool, healthy: bool = False
+        self,
+        error: GatewayError,
+        outcome: str,
+        *,
+        retryable: bool,
+        healthy: bool = False,
+        cooldown_s: float | None = None,
     ) -> None:
         super().__init__(error.message)
         self.error = error
         self.outcome = outcome
         self.retryable = retryable
         self.healthy = healthy
+        self.cooldown_s = cooldown_s
 
 
 def check_body_size(route: Route, body: bytes) -> None:
@@ -316,7 +325,9 @@ class ChainWalk:
                     route, failed.outcome, started, failed.error.status, failed.error.reason
                 )
                 await self._release_slot()
-                if failed.retryable and not failed.healthy:
+                if failed.cooldown_s is not None:
+                    health.cool_down(dep.id, failed.cooldown_s)
+                elif failed.retryable and not failed.healthy:
                     health.failure(dep.id)
                 last = failed.error
                 if not failed.retryable:

@@ -22,6 +22,7 @@ from typing import Any
 
 from simulator.openai_errors import OpenAIError
 from simulator.openai_models import MODELS, OpenAIModel
+from simulator.openai_strict import strict_schema_error
 
 REQUEST_FIELDS = frozenset(
     {
@@ -367,6 +368,10 @@ def _check_function(function: Any, at: str) -> OpenAIError | None:
     parameters = function.get("parameters")
     if parameters is not None and not isinstance(parameters, Mapping):
         return invalid_type(f"{at}.parameters", "an object", parameters)
+    if function.get("strict") is True:
+        error = strict_schema_error(function["name"], parameters or {}, at)
+        if error:
+            return error
     if "description" in function and not isinstance(function["description"], str):
         return invalid_type(f"{at}.description", "a string", function["description"])
     return None

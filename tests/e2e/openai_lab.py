@@ -43,10 +43,13 @@ def make_openai_lab(
     server_model: str = "gpt-sim",
     deployments: int = 1,
     options: dict[str, Any] | None = None,
+    server_models: tuple[str, ...] = (),
     **model: Any,
 ) -> OpenAILab:
     """`options`: the deployments' provider options (`{"responses_api": True}` relays the
-    Responses API to the simulator's /v1/responses)."""
+    Responses API to the simulator's /v1/responses). `server_models`: the simulator model each
+    deployment answers as (one deployment per name, so a fault can `match` one deployment's
+    requests by their `"model"`)."""
     from django.db import transaction
 
     from catalog.models import Model
@@ -65,14 +68,14 @@ def make_openai_lab(
     names = []
     with stack.blocker.unblock(), transaction.atomic():
         copy_model(Model.objects.get(id="anthropic/claude-sonnet-5-5"), model_id, **changes)
-        for n in range(deployments):
+        for n, served in enumerate(server_models or (server_model,) * deployments):
             dep, _ = upsert_deployment(
                 name=f"oai-{token}-{n}",
                 kind="openai",
                 base_url=stack.sim.url + "/v1",
                 api_key=SIM_KEYS[0],
                 model_ids=[model_id],
-                platform_model_ids={model_id: server_model},
+                platform_model_ids={model_id: served},
                 options=options,
             )
             names.append(dep.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.errors import openai_body, openai_status
+from gateway.errors import QUOTA_EXHAUSTED, openai_body, openai_status
 from gateway.providers.openai.errors import parse_duration, provider_error, redact, retry_after
 
 
@@ -168,7 +168,21 @@ def test_insufficient_quota_hides_the_operators_billing_text() -> None:
             "insufficient_quota",
         ),
     )
-    assert err.status == 429 and "billing" not in err.message and "retry-after" not in err.headers
+    assert "billing details" not in err.message and "retry-after" not in err.headers
+    # Not a rate limit: a 503 the SDKs are told not to retry, that the exchange fails over on
+    # and cools the deployment down for (providers.md §7 item 14, docs/providers.md).
+    assert (err.status, err.code, err.type) == (503, QUOTA_EXHAUSTED, "api_error")
+    assert err.headers == {"x-should-retry": "false"}
+    assert err.retryable_upstream
+    rendered = orjson.loads(openai_body(err))["error"]
+    assert rendered["code"] == QUOTA_EXHAUSTED
+
+
+def test_only_insufficient_quota_is_a_quota_error() -> None:
+    err = provider_error(
+        429, {"retry-after": "3"}, body("slow down", "requests", "rate_limit_exceeded")
+    )
+    assert (err.status, err.code, err.headers) == (429, "rate_limit_exceeded", {"retry-after": "3"})
 
 
 RETRY = [

@@ -144,7 +144,7 @@ CASES: list[tuple[str, dict[str, Any], ChatTarget, str, Any]] = [
         ],
     ),
     (
-        "custom tool type and strict carried",
+        "custom tool type and strict carried (its object closed for OpenAI's strict mode)",
         body(tools=[tool("get", type="custom", strict=True)]),
         PLAIN,
         "tools",
@@ -153,7 +153,11 @@ CASES: list[tuple[str, dict[str, Any], ChatTarget, str, Any]] = [
                 "type": "function",
                 "function": {
                     "name": "get",
-                    "parameters": {"type": "object", "properties": {}},
+                    "parameters": {
+                        "type": "object",
+                        "properties": {},
+                        "additionalProperties": False,
+                    },
                     "strict": True,
                 },
             }

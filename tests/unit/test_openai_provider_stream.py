@@ -224,6 +224,61 @@ CONTENT_CASES: list[tuple[str, list[Any], dict[str, Any], list[dict[str, Any]], 
         "tool_use",
     ),
     (
+        "invalid JSON arguments (a vLLM parser) -> _invalid_arguments, the stream goes on",
+        [
+            chunk(call(0, "call_a", "get", '{"q": ')),
+            chunk(call(0, args="'x'}")),
+            chunk(call(1, "call_b", "put", '{"ok": true}')),
+            chunk(finish="tool_calls"),
+        ],
+        {},
+        [
+            {
+                "type": "tool_use",
+                "id": "call_a",
+                "name": "get",
+                "input": {"_invalid_arguments": "{\"q\": 'x'}"},
+            },
+            {"type": "tool_use", "id": "call_b", "name": "put", "input": {"ok": True}},
+        ],
+        "tool_use",
+    ),
+    (
+        "arguments that are JSON but not an object -> _invalid_arguments",
+        [chunk(call(0, "call_a", "get", "[1, 2]")), chunk(finish="tool_calls")],
+        {},
+        [
+            {
+                "type": "tool_use",
+                "id": "call_a",
+                "name": "get",
+                "input": {"_invalid_arguments": "[1, 2]"},
+            }
+        ],
+        "tool_use",
+    ),
+    (
+        "arguments cut short by the output cap -> _invalid_arguments, stop max_tokens",
+        [chunk(call(0, "call_a", "get", '{"path": "/tm')), chunk(finish="length")],
+        {},
+        [
+            {
+                "type": "tool_use",
+                "id": "call_a",
+                "name": "get",
+                "input": {"_invalid_arguments": '{"path": "/tm'},
+            }
+        ],
+        "max_tokens",
+    ),
+    (
+        "no arguments at all -> input {}",
+        [chunk(call(0, "call_a", "get", "")), chunk(finish="tool_calls")],
+        {},
+        [{"type": "tool_use", "id": "call_a", "name": "get", "input": {}}],
+        "tool_use",
+    ),
+    (
         "refusal text -> a text block and stop_reason refusal",
         [chunk({"refusal": "I can't"}), chunk(finish="stop")],
         {},
@@ -268,6 +323,28 @@ def test_content(
     message = assemble(run([*chunks, usage_chunk()], **opts))
     assert _plain(message) == content
     assert message.stop_reason == stop
+
+
+@pytest.mark.parametrize(
+    "fragments",
+    [['{"q": ', '"x"}'], ['{"q": ', "'x'}"], ["[1,", "2]"], ['{"a": "\\u12']],
+    ids=["valid", "invalid", "not an object", "cut in an escape"],
+)
+def test_tool_arguments_reach_the_client_as_one_parseable_delta(fragments: list[str]) -> None:
+    # The SDKs parse each partial_json as it comes (anthropic's accumulate_event with jiter):
+    # every fragment the client gets must keep the buffer valid JSON, so the arguments are sent
+    # once, whole, at the end of the block.
+    chunks = [chunk(call(0, "call_a", "get", fragments[0]))]
+    chunks += [chunk(call(0, args=f)) for f in fragments[1:]]
+    events = run([*chunks, chunk(finish="tool_calls"), usage_chunk()])
+    partials = [
+        e.json()["delta"]["partial_json"]
+        for e in events
+        if e.name == "content_block_delta" and e.json()["delta"]["type"] == "input_json_delta"
+    ]
+    assert len(partials) == 1
+    assert isinstance(orjson.loads(partials[0]), dict)
+    assert isinstance(assemble(events).content[0].input, dict)  # type: ignore[union-attr]
 
 
 def test_the_signature_is_the_prefix_and_a_digest_of_the_text() -> None:

@@ -354,6 +354,32 @@ def test_cooldown_ends_after_its_time(board: HealthBoard, monkeypatch: pytest.Mo
     assert board.state([1, 2]) == {1: None, 2: None}
 
 
+def test_a_quota_cooldown_is_long_at_once_and_ends_on_an_answer(
+    board: HealthBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cool_down(seconds): a provider account out of quota (gateway/exchange.py) rests at once
+    for its own length, not after three failures for EZAT_COOLDOWN_SECONDS; an attempt sent
+    after it began that answers (the operator paid) ends it, an older one does not."""
+    import gateway.routing as routing
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(routing.time, "time", lambda: now[0])
+    routes = [route(1), route(2)]
+    key = next(k for k in sessions(500) if ids(rendezvous_order(routes, k)) == [1, 2])
+    sent_before = now[0] - 1
+    board.cool_down(1, 600.0)
+    assert board.state([1, 2]) == {1: now[0] + 600.0, 2: None}
+    now[0] += 599.0
+    assert ids(board.order(routes, key)) == [2, 1]
+    board.success(1, since=sent_before)  # old news
+    assert board.is_cooling(1)
+    board.success(1, since=now[0] - 1)  # sent long after the cooldown began, and answered
+    assert not board.is_cooling(1)
+    board.cool_down(1, 600.0)
+    now[0] += 600.1
+    assert ids(board.order(routes, key)) == [1, 2]
+
+
 def test_cooldown_state_without_redis_is_the_local_board(settings: Any) -> None:
     settings.REDIS_URL = ""
     settings.EZAT_COOLDOWN_FAILURES = 3

@@ -7,9 +7,16 @@ OpenAI endpoint a list of such objects, and proxies plain text. Statuses:
 - 429 stays 429 (the exchange fails over on it before the first token) with the provider's
   wait passed on as `retry-after`: its own `retry-after` / `retry-after-ms`, else the
   `x-ratelimit-reset-{requests,tokens}` duration ("6m0s", "1.5s", "12ms", §1.5) of the limit
-  that ran out, rounded up to whole seconds (the header both SDKs read). `insufficient_quota`
-  is the deployment's bill, not the caller's pace: no wait is given and the provider's text
-  (about the operator's plan) is not passed on.
+  that ran out, rounded up to whole seconds (the header both SDKs read).
+- 429 `insufficient_quota` ("You exceeded your current quota, please check your plan and
+  billing details": the account's monthly budget is used up, OpenAI's error-code guide,
+  https://help.openai.com/en/articles/6891831) is the deployment's bill, not the caller's pace,
+  and no retry fixes it (providers.md §7 item 14). It becomes a 503 with code
+  `upstream_quota_exhausted` and `x-should-retry: false` (both SDKs obey that header before
+  the status, protocol.md §2.8 and §4): the exchange fails over to another deployment (another
+  account) and cools this one down for EZAT_QUOTA_COOLDOWN_SECONDS; when none is left the
+  caller gets this 503 — the model is unavailable, nothing the caller did or can fix by waiting
+  a second. The provider's text (about the operator's plan) is not passed on.
 - 5xx -> 529 overloaded_error, which the OpenAI envelope renders as 503 (gateway/errors.py):
   never a 500, and both SDKs retry it.
 - 400 (and 422, vLLM's validation status) -> 400 invalid_request_error with the provider's
@@ -31,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import GatewayError
+from gateway.errors import QUOTA_EXHAUSTED, GatewayError
 
 __all__ = ["parse_duration", "provider_error", "redact", "retry_after"]
 
@@ -134,10 +141,13 @@ def provider_error(status: int, headers: dict[str, str], payload: bytes) -> Gate
     if status == 429:
         if "insufficient_quota" in (code, kind):
             return GatewayError(
-                429,
-                "the provider's quota for this deployment is used up",
-                type_="rate_limit_error",
-                code="insufficient_quota",
+                503,
+                "this model is unavailable: the provider account behind it has used up its "
+                "quota (the gateway operator's billing with the provider); retrying will not help",
+                type_="api_error",
+                code=QUOTA_EXHAUSTED,
+                headers={"x-should-retry": "false"},
+                reason="insufficient_quota",
             )
         wait = retry_after(headers)
         return GatewayError(

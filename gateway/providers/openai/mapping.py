@@ -18,7 +18,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import orjson
+
 from gateway.protocols.anthropic.gateway_thinking import GATEWAY_SIGNATURE_PREFIX
+
+# The key a tool input gets when the provider's arguments are not a JSON object.
+INVALID_ARGUMENTS = "_invalid_arguments"
 
 # OpenAI finish_reason -> Anthropic stop_reason (providers.md §5.2, "correct mapping" column).
 STOP_REASONS: dict[str, str] = {
@@ -93,6 +98,37 @@ def reasoning_of(part: dict[str, Any]) -> str:
     if not isinstance(text, str) or not text:
         text = part.get("reasoning")
     return text if isinstance(text, str) else ""
+
+
+def tool_input(arguments: object) -> dict[str, Any]:
+    """A tool call's `arguments` as an Anthropic tool input (always an object): the JSON object
+    they hold; `{}` when empty; a server that sends the object itself is taken as it is; and
+    anything else (vLLM's tool parsers can emit broken JSON, providers.md §3.4 and §7 item 11)
+    `{"_invalid_arguments": "<the text>"}`, so the client's tool refuses the input and the
+    model sees why, instead of the whole answer failing."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str) or not arguments.strip():
+        return {}
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS: arguments}
+
+
+def arguments_json(arguments: str) -> str:
+    """The `partial_json` of a streamed tool call (stream.py): its arguments unchanged when
+    they are a JSON object, else the JSON of `tool_input`; "" when there are none."""
+    if not arguments.strip():
+        return ""
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return arguments
+    return orjson.dumps({INVALID_ARGUMENTS: arguments}).decode()
 
 
 def new_digest() -> Any:

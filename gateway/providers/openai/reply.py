@@ -7,7 +7,8 @@ by providers.md §5.2; usage by §5.3.
 
 Tool arguments that are not a JSON object (vLLM's tool parsers can emit broken JSON,
 providers.md §3.4) are kept as `{"_invalid_arguments": "<the text>"}` rather than failing the
-whole answer: the client's tool then refuses the input and the model sees why and retries.
+whole answer (mapping.tool_input, which the stream shares): the client's tool then refuses the
+input and the model sees why and retries.
 """
 
 from __future__ import annotations
@@ -17,17 +18,17 @@ from typing import Any
 import orjson
 
 from .mapping import (
+    INVALID_ARGUMENTS,
     anthropic_usage,
     estimated_usage,
     new_digest,
     reasoning_of,
     signature,
     stop_reason,
+    tool_input,
 )
 
 __all__ = ["INVALID_ARGUMENTS", "UnreadableReply", "to_message"]
-
-INVALID_ARGUMENTS = "_invalid_arguments"
 
 
 class UnreadableReply(ValueError):
@@ -116,22 +117,9 @@ def _tool_use(
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
         call_id = f"toolu_{message_id[4:]}_{position}"  # as stream.py derives a missing id
-    arguments = function.get("arguments")
-    tool_input: Any
-    if isinstance(arguments, dict):
-        tool_input = arguments  # a few servers send the object itself
-    elif not isinstance(arguments, str) or not arguments.strip():
-        tool_input = {}
-    else:
-        try:
-            tool_input = orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            tool_input = None
-        if not isinstance(tool_input, dict):
-            tool_input = {INVALID_ARGUMENTS: arguments}
     return {
         "type": "tool_use",
         "id": call_id,
         "name": tool_names.get(name, name),
-        "input": tool_input,
+        "input": tool_input(function.get("arguments")),
     }

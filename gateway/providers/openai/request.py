@@ -16,6 +16,8 @@ docs/providers.md (section 7) has the table. Rules and their sources:
   Anthropic thinking as input, and vLLM >= 0.16 drops `reasoning_content` silently (§2.4).
 - `cache_control` is stripped everywhere (strict servers refuse unknown fields, §7 item 13);
   prompt caching on OpenAI is automatic and steered by `prompt_cache_key` (§4).
+- `strict: true` tools are sent strict when OpenAI's strict mode can take their schema
+  (objects closed with `additionalProperties: false`), else `strict: false` (strict.py).
 - `stream_options.include_usage` is always asked for: without it no usage arrives at all
   (§7 item 8).
 - `metadata.user_id` -> `safety_identifier`, the field that replaces `user` (openai-python
@@ -38,6 +40,8 @@ import orjson
 
 from gateway.protocols.model_rules import EFFORT_SCALE, nearest_effort
 from gateway.protocols.openai.inbound_messages import short
+
+from .strict import strict_parameters
 
 __all__ = [
     "ChatRequest",
@@ -394,9 +398,17 @@ class _Builder:
                 function["description"] = self._text(_string(description, f"{param}.description"))
             # The schema as sent, never merged with the tool's own `type` (LiteLLM #30557).
             function["parameters"] = schema
-            self.text_bytes += len(orjson.dumps(schema))
-            if tool.get("strict") is not None:
-                function["strict"] = bool(tool["strict"])
+            strict = tool.get("strict")
+            if strict is not None and not isinstance(strict, bool):
+                raise UntranslatableRequest(f"{param}.strict", "must be a boolean")
+            if strict:
+                closed = strict_parameters(schema)  # None: OpenAI's strict mode cannot take it
+                if closed is not None:
+                    function["parameters"] = closed
+                function["strict"] = closed is not None
+            elif strict is False:
+                function["strict"] = False
+            self.text_bytes += len(orjson.dumps(function["parameters"]))
             out.append({"type": "function", "function": function})
         return out
 

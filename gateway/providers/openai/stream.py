@@ -13,9 +13,14 @@ indexes 0, 1, 2…), then `message_delta` (stop reason and usage) and `message_s
   Claude Code keeps and replays the block and EZAT can recognise it; otherwise it is dropped
   (still counted as output: it is billed as output, §2.1).
 - Tool calls -> `tool_use` blocks, one per tool-call `index` in order, the provider's id kept,
-  the name mapped back through `tool_names`, the argument fragments as `input_json_delta`
-  (§3.1: `id`/`name` come once, first; `arguments` are fragments). A call whose name has not
-  arrived yet is held until it does (its fragments with it).
+  the name mapped back through `tool_names` (§3.1: `id`/`name` come once, first; `arguments`
+  are fragments). A call whose name has not arrived yet is held until it does. The block opens
+  at once; its argument fragments are collected and sent as ONE `input_json_delta` when the
+  block closes, once they are known to be a JSON object (providers.md §7 item 11: vLLM's tool
+  parsers can emit broken JSON, and the Anthropic SDKs parse every `partial_json` as it comes,
+  so one bad fragment would break the client's stream). Arguments that are not a JSON object
+  are sent as `{"_invalid_arguments": "<the text>"}`, as reply.py does; empty ones send no
+  delta (the input stays `{}`).
 - The provider sends usage in a chunk of its own (`choices: []`) after the finish reason, only
   because request.py always asks for `include_usage` (§1.3). So `message_delta` waits for it,
   and is sent when it arrives or at `[DONE]`. A server that sends no usage gets the estimate
@@ -37,6 +42,7 @@ from .errors import redact
 from .mapping import (
     GATEWAY_SIGNATURE_PREFIX,
     anthropic_usage,
+    arguments_json,
     error_type,
     estimated_usage,
     new_digest,
@@ -72,6 +78,7 @@ class ChatStreamDecoder:
     """Decode one provider stream for one Messages request."""
 
     __slots__ = (
+        "_args",
         "_closed_tools",
         "_cr",
         "_delta",
@@ -114,6 +121,7 @@ class ChatStreamDecoder:
         self._delta = b""  # the open block's delta prefix (text and thinking)
         self._tool_index: int | None = None  # the open tool block's tool-call index
         self._tool_id: object = None  # and the id the provider gave it
+        self._args: list[str] = []  # the open tool block's argument fragments, sent at its end
         self._closed_tools: set[int] = set()
         self._pending: dict[str, Any] | None = None  # a tool call whose name has not come
         self._digest: Any = None
@@ -270,7 +278,7 @@ class ChatStreamDecoder:
             index = self._implied_index(call.get("id"))
         if self._open == _TOOL and index == self._tool_index:
             if arguments:
-                self._json(arguments, events)
+                self._args.append(arguments)
             return
         if index in self._closed_tools:
             raise ChatStreamError(
@@ -324,12 +332,7 @@ class ChatStreamDecoder:
             "input": {},
         }
         self._block_start(block, events)
-        arguments = "".join(pending["args"])
-        if arguments:
-            self._json(arguments, events)
-
-    def _json(self, fragment: str, events: list[SSEEvent]) -> None:
-        events.append(_event("content_block_delta", self._delta + orjson.dumps(fragment) + b"}}"))
+        self._args = pending["args"]
 
     def _block_start(self, block: dict[str, Any], events: list[SSEEvent]) -> None:
         payload = {"type": "content_block_start", "index": self._index, "content_block": block}
@@ -346,6 +349,11 @@ class ChatStreamDecoder:
         elif kind == _TOOL and self._tool_index is not None:
             self._closed_tools.add(self._tool_index)
             self._tool_index = self._tool_id = None
+            text = arguments_json("".join(self._args))
+            self._args = []
+            if text:
+                fragment = orjson.dumps(text)
+                events.append(_event("content_block_delta", self._delta + fragment + b"}}"))
         self._open = None
         stop = {"type": "content_block_stop", "index": self._index}
         events.append(_event("content_block_stop", orjson.dumps(stop)))
