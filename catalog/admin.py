@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from catalog.deployment_services import set_deployment_enabled
 from catalog.deployment_urls import validate_base_url
 from catalog.models import (
     Deployment,
@@ -427,12 +428,12 @@ class DeploymentAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Deployment], on: bool) -> None:
-        changed = 0
-        for deployment in queryset.exclude(enabled=on):
-            # save() per row, not queryset.update(): the post_save signal bumps CatalogVersion.
-            deployment.enabled = on
-            deployment.save(update_fields=["enabled", "updated_at"])
-            changed += 1
+        # Row by row through the service (not queryset.update()): the post_save signal bumps
+        # CatalogVersion, and each change is audited.
+        changed = sum(
+            set_deployment_enabled(deployment, enabled=on)
+            for deployment in queryset.exclude(enabled=on)
+        )
         verb = "enabled" if on else "disabled"
         self.message_user(
             request,
