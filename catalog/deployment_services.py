@@ -216,7 +216,7 @@ def save_deployment(
     changed = sorted(k for k in after if before.get(k) != after[k])
     if credentials_changed and spec.credentials is not None:
         changed = sorted({*changed, "credentials"})
-    _audit_saved(
+    audit_saved(
         deployment, created=created, changed=changed, credentials_changed=credentials_changed
     )
     return deployment, changed
@@ -251,9 +251,10 @@ def _snapshot(deployment: Deployment) -> dict[str, Any]:
     }
 
 
-def _audit_saved(
+def audit_saved(
     deployment: Deployment, *, created: bool, changed: list[str], credentials_changed: bool
 ) -> None:
+    """The audit line of a saved deployment (here, and the admin's form, which saves itself)."""
     # Names of fields and whether a key is set: never a credential, nor its hint.
     audit(
         "deployment.create" if created else "deployment.update",
@@ -307,5 +308,5 @@ def set_deployment_enabled(deployment: Deployment, *, enabled: bool) -> bool:
 def delete_deployment(deployment: Deployment) -> None:
     """Remove a deployment and the models it lists. Usage records keep its name (a string)."""
     name, pk = deployment.name, deployment.pk
-    deployment.delete()
+    deployment.delete()  # post_delete bumps CatalogVersion (catalog/signals.py)
     audit("deployment.delete", deployment=name, deployment_id=pk)

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts import services
@@ -339,3 +341,40 @@ def test_a_session_write_needs_the_csrf_token(root: Any) -> None:
     refused = client.post(URL, openai_body(), format="json")
     assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
     assert not Deployment.objects.exists()
+
+
+def test_the_admin_console_writes_the_same_audit_lines(
+    root: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ezat.audit")
+    console = Client()
+    console.force_login(root)
+    form = {
+        "name": "console",
+        "kind": "anthropic",
+        "base_url": "https://api.example.test",
+        "new_api_key": KEY,
+        "weight": "1",
+        "enabled": "on",
+        "max_concurrency": "10",
+        "fair_share": "0.5",
+        "serves_all_models": "on",
+        "models-TOTAL_FORMS": "0",
+        "models-INITIAL_FORMS": "0",
+    }
+    assert console.post(reverse("admin:catalog_deployment_add"), form).status_code == 302
+    deployment = Deployment.objects.get(name="console")
+    change = reverse("admin:catalog_deployment_change", args=[deployment.pk])
+    edited = {**form, "new_api_key": "", "weight": "4"}
+    assert console.post(change, edited).status_code == 302
+    delete = reverse("admin:catalog_deployment_delete", args=[deployment.pk])
+    assert console.post(delete, {"post": "yes"}).status_code == 302
+    lines = [r for r in caplog.records if r.name == "ezat.audit"]
+    assert [(r.audit, r.actor) for r in lines] == [  # type: ignore[attr-defined]
+        ("deployment.create", "admin:root"),
+        ("deployment.update", "admin:root"),
+        ("deployment.delete", "admin:root"),
+    ]
+    assert lines[1].changed == ["weight"] and lines[1].credentials == "kept"  # type: ignore[attr-defined]
+    logged = json.dumps([vars(r) for r in lines], default=str)
+    assert KEY not in logged and KEY[-4:] not in logged
