@@ -16,7 +16,7 @@ without a restart, exactly as an admin edit does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -282,7 +282,7 @@ def create_deployment(spec: DeploymentInput) -> Deployment:
 def update_deployment(deployment: Deployment, **changes: Any) -> tuple[Deployment, list[str]]:
     """Change some of a deployment's fields (DeploymentInput's names): the others keep their
     saved values, and its credentials are kept unless `credentials` is given."""
-    unknown = sorted(set(changes) - set(DeploymentInput.__dataclass_fields__))
+    unknown = sorted(set(changes) - {f.name for f in fields(DeploymentInput)})
     if unknown:
         raise DeploymentInputError(unknown[0], "unknown field")
     spec = DeploymentInput(**{**vars(current_input(deployment)), **changes})

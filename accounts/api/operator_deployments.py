@@ -146,8 +146,12 @@ class DeploymentDetailView(OperatorAPIView):
         credentials = credentials_from(data)
         if credentials is not None:
             changes["credentials"] = credentials
-        if changes:
-            with input_errors():
+        with input_errors():
+            if set(changes) == {"enabled"}:
+                # On or off without re-checking the rest: a row that no longer passes the checks
+                # (a URL written by hand) can still be switched off.
+                deployment_services.set_deployment_enabled(deployment, enabled=changes["enabled"])
+            elif changes:
                 deployment, _ = deployment_services.update_deployment(deployment, **changes)
         return Response(_shown(deployment))
 

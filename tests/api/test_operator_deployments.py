@@ -111,8 +111,12 @@ def test_create_read_update_disable_delete(as_root: APIClient) -> None:
     assert patched.json()["model_ids"] == {GPT: "Qwen/Qwen3-8B"}  # absent: kept
     assert Deployment.objects.get(name="vllm-1").get_api_key() == KEY  # no credential: kept
 
+    # Off even when the saved row no longer passes the checks (a URL written by hand).
+    Deployment.objects.filter(name="vllm-1").update(base_url="ftp://written-by-hand")
     off = as_root.patch(f"{URL}/vllm-1", {"enabled": False}, format="json")
     assert off.status_code == 200 and off.json()["enabled"] is False
+    assert "base_url" in _refusal(as_root, "patch", f"{URL}/vllm-1", {"weight": 1})
+    Deployment.objects.filter(name="vllm-1").update(base_url="http://127.0.0.1:8000/v1")
     assert "vllm-1" not in {r.deployment.name for r in build_snapshot().by_name[GPT].routes}
 
     assert as_root.delete(f"{URL}/vllm-1").status_code == 204
@@ -292,7 +296,7 @@ def test_every_change_is_audited_with_the_actor(
     assert seen[0][:2] == ("deployment.create", "web:root") and seen[0][3] == "replaced"
     assert seen[1:] == [
         ("deployment.update", "web:root", ["credentials", "weight"], "replaced"),
-        ("deployment.update", "web:root", ["enabled"], "kept"),
+        ("deployment.disable", "web:root", None, None),
         ("deployment.delete", "web:root", None, None),
     ]
 
