@@ -9,7 +9,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ezat.settings")
-    from ezat.cli import main as run
+    from core.cli import main as run
 
     run(sys.argv)
 

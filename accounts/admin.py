@@ -23,9 +23,9 @@ from accounts.services import (
     revoke_management_key,
     update_api_key_limits,
 )
-from ezat import money
-from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
+from core import money
+from core.money import usd_to_nano
+from core.money_fields import AmountField
 
 
 class ApiKeyAdminForm(forms.ModelForm):

@@ -1,6 +1,6 @@
 """The operator commands' one look-up of an organization by name (a clear error, not a traceback).
 
-Here rather than in `ezat/cli.py`: ezat's shared helpers sit below every app and import none.
+Here rather than in `core/cli.py`: ezat's shared helpers sit below every app and import none.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from ezat.read_through import ReadThroughCache
+from core.read_through import ReadThroughCache
 
 MAX_ENTRIES = 50_000
 

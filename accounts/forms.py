@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from accounts import ip_allow
 from accounts.models import ApiKey, Membership
-from ezat import money
-from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
+from core import money
+from core.money import usd_to_nano
+from core.money_fields import AmountField
 
 
 def usd_initial(nano: int | None) -> str:

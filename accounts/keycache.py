@@ -20,7 +20,7 @@ from django.utils import timezone
 from prometheus_client import Counter
 
 from accounts import ip_allow, keys
-from ezat.read_through import ReadThroughCache
+from core.read_through import ReadThroughCache
 
 LOOKUP_FAILURES = Counter(
     "ezat_key_lookup_failures_total", "Key lookups the database could not answer (503 sent)"

@@ -24,7 +24,7 @@ from accounts.models import (
     Organization,
 )
 from catalog.chains import AUTO_MODEL_ID, ChainError, check_chain, is_auto
-from ezat.audit import audit
+from core.audit import audit
 
 
 class AccountsError(ValueError):

@@ -9,9 +9,9 @@ from django import forms
 
 from alerts.models import AlertSettings
 from alerts.webhook import WebhookURLError, check_webhook_url
-from ezat import money
-from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
+from core import money
+from core.money import usd_to_nano
+from core.money_fields import AmountField
 
 
 class AlertSettingsForm(forms.Form):

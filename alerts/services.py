@@ -23,7 +23,7 @@ from django.utils import timezone
 from accounts.models import ApiKey, Organization
 from alerts import selectors, signing, webhook
 from alerts.models import AlertEvent, AlertKind, AlertSettings, AlertState, WebhookDelivery
-from ezat import money
+from core import money
 
 USD = 1_000_000_000
 KEY_CAP_LEVELS = ((80, AlertKind.KEY_CAP_80), (100, AlertKind.KEY_CAP_100))

@@ -61,7 +61,7 @@ from bench.cache_runs import (
 from bench.cache_upstreams import Upstreams
 from bench.cache_workload import MODEL, PROMPTS, Profile, Workload, generate
 from bench.procs import REPO, UPSTREAM_KEY, BenchError, Procs, cpu_seconds, pin
-from gateway.simulator.cache import PromptCache
+from simulator.cache import PromptCache
 
 # --- the gateway's set-up, in one Django process each way -----------------------------------
 SETUP = """

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ezat.pricing import PriceSchedule, TokenCounts, cost_nano
+from catalog.pricing import PriceSchedule, TokenCounts, cost_nano
 
 RECOVERY_SHARE = 0.9  # "recovered": this share of an event's extra cache writes has happened
 

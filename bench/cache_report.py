@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.cache_metrics import Outcome, churn, moves, totals
 from bench.cache_workload import Workload
-from ezat.pricing import PRICE_KINDS, Prices, PriceSchedule, PriceTier
+from catalog.pricing import PRICE_KINDS, Prices, PriceSchedule, PriceTier
 
 LABELS = {
     "ezat": "EZAT routing",

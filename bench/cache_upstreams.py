@@ -1,5 +1,5 @@
 """The cache benchmark's deployments: N instances of the project's upstream simulator
-(gateway/simulator), each a real HTTP server with its own prompt cache, all in this process on
+(simulator), each a real HTTP server with its own prompt cache, all in this process on
 one simulated clock.
 
 Each simulator holds every reply until the benchmark releases it, at the simulated time its
@@ -19,10 +19,10 @@ from typing import Any
 from aiohttp import web
 
 from bench.cache_workload import parse_marker
-from gateway.simulator.app import build_app
-from gateway.simulator.cache import InputUsage, PromptCache
-from gateway.simulator.clock import SimClock
-from gateway.simulator.state import STATE, SimState
+from simulator.app import build_app
+from simulator.cache import InputUsage, PromptCache
+from simulator.clock import SimClock
+from simulator.state import STATE, SimState
 
 RequestKey = tuple[int, int]  # (conversation id, turn)
 RECORDS = 64

@@ -7,7 +7,7 @@ limit and `stream_options.include_usage` found with `bytes.find`), and the same 
 deltas per request, K = min(limit, --events), each one "token" (`tok `), so a chat stream and a
 Messages stream of the same request carry the same tokens and their costs compare.
 
-Shape (OpenAI's, as gateway/simulator/openai_render.py renders it):
+Shape (OpenAI's, as simulator/openai_render.py renders it):
 - JSON: one `chat.completion` with the K tokens as the message content and the usage
   (`prompt_tokens` = body bytes // 4, as /v1/messages counts, `completion_tokens` = K);
 - stream: `chat.completion.chunk` SSE (`data: {...}` lines, no `event:` lines): a role chunk

@@ -2,7 +2,7 @@
 
 `python -m bench.fake_upstream --port P [--first-event-delay S] [--event-delay S] [--events N]`
 
-Why not the full simulator in `gateway/simulator`: that one checks requests the way the real API
+Why not the full simulator in `simulator`: that one checks requests the way the real API
 does, which costs far more CPU than the gateway overhead we want to measure. This one is a raw
 asyncio Protocol with httptools (keep-alive, uvloop when installed); replies are prebuilt bytes and
 the request body is never JSON-parsed — only `"stream"`, `"model"` and `"max_tokens"` are found
@@ -51,7 +51,7 @@ import httptools
 import orjson
 
 from bench.fake_openai import ChatReplies
-from gateway.simulator import eventstream
+from simulator import eventstream
 
 DEFAULT_MODEL = b"claude-sonnet-5-5"
 _MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"\\]{1,128})"')

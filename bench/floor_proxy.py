@@ -8,7 +8,7 @@ with httptools, as gateway/upstream.py does), and maps the answer back: the JSON
 text delta of a stream as a chat chunk, then `[DONE]`. It runs on uvicorn with EZAT's options
 (uvloop, httptools, one worker), started by its plain command line: the cells it is measured in
 are closed loops over at most 16 keep-alive connections, where EZAT's batched accept
-(ezat/accept.py) has nothing to batch.
+(core/accept.py) has nothing to batch.
 
 Its CPU per request is therefore a floor for any gateway written in Python on this server: EZAT
 on top of it pays for authentication, admission, routing, failover, translation of every field,

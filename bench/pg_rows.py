@@ -123,7 +123,7 @@ def _usage_fields(org: int, key: int) -> Callable[[], dict[str, Any]]:
     from django.utils import timezone
 
     from billing import recorder
-    from ezat.pricing import Prices, PriceSchedule, TokenCounts
+    from catalog.pricing import Prices, PriceSchedule, TokenCounts
 
     prices = Prices.from_decimals(
         Decimal(3), Decimal(15), Decimal("0.3"), Decimal("3.75"), Decimal(6)

@@ -48,7 +48,7 @@ KINDS = ("anthropic", "bedrock", "vertex")
 
 
 def _deployments(procs: Procs, env: dict[str, str], port: int) -> None:
-    from gateway.simulator.platforms import make_service_account
+    from simulator.platforms import make_service_account
 
     upstream = f"http://127.0.0.1:{port}"
     key_file = procs.tmp / "sa.json"

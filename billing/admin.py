@@ -19,8 +19,8 @@ from billing import org_admin  # noqa: F401  (registers the Organization admin)
 from billing.admin_filters import KeyFilter, ModelFilter, OrgFilter
 from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.selectors import itemised_cost
-from ezat import money
-from ezat.templatetags.dashboard import format_usd
+from core import money
+from core.templatetags.dashboard import format_usd
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -16,7 +16,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from prometheus_client import Counter
 
-from ezat import money
+from core import money
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def build_row(
         "cache_write_tokens": cache_write_tokens,
         "tokens": input_tokens + output_tokens + cache_read_tokens + cache_write_tokens,
         "cost_usd": format_cost_usd(cost_nano),  # the plain number, for scripts reading the feed
-        # Display text from ezat.money, so a live row reads exactly like a server-rendered one.
+        # Display text from core.money, so a live row reads exactly like a server-rendered one.
         "cost": money.usd_cost(cost_nano),
         "latency": money.duration(latency_ms),
         "output_exact": output_exact,

@@ -22,9 +22,9 @@ from django.template.response import TemplateResponse
 from accounts.models import Membership, Organization
 from billing.dashboard_selectors import month_start
 from billing.services import BillingError, grant_credit
-from ezat.money_fields import AmountField
-from ezat.pricing import usd_to_nano
-from ezat.templatetags.dashboard import format_usd
+from core.money import usd_to_nano
+from core.money_fields import AmountField
+from core.templatetags.dashboard import format_usd
 
 MAX_GRANT_USD = Decimal(1_000_000)  # a typo guard, not a business limit: grant twice if needed
 

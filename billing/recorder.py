@@ -26,7 +26,7 @@ from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
 from billing.row_adapt import adapters, is_postgresql
-from ezat.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
+from catalog.pricing import PriceSchedule, PriceTier, TokenCounts, cost_nano
 
 if TYPE_CHECKING:
     from billing.pg_async import AsyncPgInserter

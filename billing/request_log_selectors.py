@@ -18,7 +18,7 @@ from django.db.models import Q, QuerySet
 from accounts.models import Organization
 from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.selectors import itemised_cost
-from ezat import money
+from core import money
 
 # A prefix shorter than this would match too much of an org's history to be an id search.
 MIN_ID_PREFIX = 8

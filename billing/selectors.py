@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, Organization
 from billing.models import UsageRecord
-from ezat import money
-from ezat.pricing import PRICE_KINDS, Prices, TokenCounts, itemise
+from catalog.pricing import PRICE_KINDS, Prices, TokenCounts, itemise
+from core import money
 
 SUMMARY_FIELDS = (
     "requests",

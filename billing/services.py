@@ -10,7 +10,7 @@ from django.db.models import F
 
 from accounts.models import Organization
 from billing.models import LedgerEntry
-from ezat.audit import audit
+from core.audit import audit
 
 CreditListener = Callable[[int, int], None]  # (org id, amount in nano-USD)
 

@@ -32,10 +32,10 @@ from catalog.models import (
 )
 from catalog.platform_config import OPENAI_KINDS, PlatformConfig, PlatformConfigError
 from catalog.platform_config import check as check_platform
+from catalog.pricing import TierError, check_tier_bounds
 from catalog.selectors import current_tiers, tier_figures
 from catalog.services import describe_tiers
-from ezat.money_fields import AmountField
-from ezat.pricing import TierError, check_tier_bounds
+from core.money_fields import AmountField
 
 
 class ModelAliasInline(admin.TabularInline):

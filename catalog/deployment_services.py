@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from catalog import platform_config
 from catalog.deployment_urls import validate_base_url
 from catalog.models import Deployment, DeploymentModel, Model
-from ezat.audit import audit
+from core.audit import audit
 
 # PlatformConfigError's field → the field here (the rest are the same, `options.X` → options).
 _CONFIG_FIELDS = {

@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from catalog.chains import SuggestedChainEntry, SuggestionError, parse_suggested_chains
-from ezat.pricing import PRICE_KINDS, TierError, check_tier_bounds
+from catalog.pricing import PRICE_KINDS, TierError, check_tier_bounds
 
 # Effort levels, lowest first: Anthropic's `output_config.effort` levels
 # (https://platform.claude.com/docs/en/build-with-claude/effort) below OpenAI's `none` and

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from catalog.pricing import PRICE_KINDS
 from catalog.schema import TierFigures
 from catalog.snapshot import CatalogSnapshot, ModelInfo
-from ezat.pricing import PRICE_KINDS
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet

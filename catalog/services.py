@@ -24,6 +24,7 @@ from catalog.models import (
     PriceVersion,
     SuggestedChain,
 )
+from catalog.pricing import PRICE_KINDS
 from catalog.schema import (
     MEDIA_FIELDS,
     CatalogDataError,
@@ -33,8 +34,7 @@ from catalog.schema import (
     parse_catalog_file,
 )
 from catalog.selectors import current_tiers
-from ezat import money
-from ezat.pricing import PRICE_KINDS
+from core import money
 
 __all__ = ["BUNDLED_CATALOG", "CatalogDataError", "LoadReport", "load_catalog"]
 

@@ -28,8 +28,8 @@ from catalog.platform_config import (
     base_url_for,
     default_model_id,
 )
+from catalog.pricing import Prices, PriceSchedule, PriceTier, TierError
 from catalog.schema import EFFORT_LEVELS
-from ezat.pricing import Prices, PriceSchedule, PriceTier, TierError
 
 logger = logging.getLogger(__name__)
 

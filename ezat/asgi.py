@@ -29,7 +29,7 @@ if settings.EZAT_SERVE_STATIC:
 
     django_app = ASGIStaticFilesHandler(django_app)
 
-from ezat import draining  # noqa: E402
+from core import draining  # noqa: E402
 from ezat.routing import websocket_urlpatterns  # noqa: E402
 from gateway.app import GatewayApp  # noqa: E402
 
@@ -56,7 +56,7 @@ async def _healthz(send) -> None:  # type: ignore[no-untyped-def]
 
 
 async def _draining(path: str, send) -> None:  # type: ignore[no-untyped-def]
-    """This node is shutting down (ezat/draining.py): /readyz says so, anything else is
+    """This node is shutting down (core/draining.py): /readyz says so, anything else is
     refused with a retryable 503 on a connection that is then closed."""
     body = b'{"status": "draining"}' if path == "/readyz" else _DRAINING_BODY
     await send(

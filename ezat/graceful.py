@@ -5,7 +5,7 @@ balancer's readiness probe gets "connection refused" rather than an answer, and 
 open streams forever (or for its own `--timeout-graceful-shutdown`). Here, on SIGTERM (or the
 first Ctrl-C):
 
-1. the node starts draining (ezat/draining.py): `/readyz` answers 503 at once, new requests
+1. the node starts draining (core/draining.py): `/readyz` answers 503 at once, new requests
    get a retryable 503 with `connection: close`;
 2. requests already running — streams included — go on until none is left or
    EZAT_SHUTDOWN_GRACE_SECONDS (default 30) have passed;
@@ -31,8 +31,8 @@ from types import FrameType
 import uvicorn
 from uvicorn.supervisors.multiprocess import Process as _Process
 
-from ezat import draining
-from ezat.accept import batched_accept
+from core import draining
+from core.accept import batched_accept
 
 logger = logging.getLogger("ezat.serve")
 
@@ -49,7 +49,7 @@ def grace_seconds() -> float:
 
 class GracefulServer(uvicorn.Server):
     """uvicorn's server with a draining phase between the signal and uvicorn's shutdown, that
-    accepts every waiting connection at once (ezat/accept.py)."""
+    accepts every waiting connection at once (core/accept.py)."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         config = self.config

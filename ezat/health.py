@@ -75,7 +75,7 @@ class _ProbeThread:
     def _ping_redis(self) -> str:
         import redis
 
-        from ezat.redis_clients import sync_client
+        from core.redis_clients import sync_client
 
         if self._redis is None:
             self._redis = sync_client(

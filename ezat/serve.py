@@ -16,7 +16,7 @@ On SIGTERM each worker drains first (ezat/graceful.py: /readyz 503 at once, open
 finish within EZAT_SHUTDOWN_GRACE_SECONDS). The server is uvicorn (uvloop + httptools): the
 benchmark measured granian at more CPU per request in every cell (bench/README.md, "Other
 servers"). Arguments after `--` go to uvicorn's own CLI unchanged (then without the drain
-and the batched accept of ezat/accept.py).
+and the batched accept of core/accept.py).
 
     python -m ezat.serve [--host H] [--port P] [--dry-run] [-- extra uvicorn args]
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from ezat.secrets import check_secret_key
+from core.secrets import check_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -47,13 +47,16 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
-    "ezat.apps.EzatConfig",  # closes a Django-served request's DB connection (ezat/db.py)
+    "core.apps.CoreConfig",  # closes a Django-served request's DB connection (core/db.py)
     "accounts",
     "catalog",
     "gateway",
     "billing",
     "alerts",
     "playground",
+    # The upstream simulator (test infrastructure, what `make run` and the suite start): an app
+    # only for its `manage.py simulator` command; nothing in the product imports it.
+    "simulator",
 ]
 
 MIDDLEWARE = [
@@ -64,7 +67,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "ezat.audit.AuditActorMiddleware",
+    "core.audit.AuditActorMiddleware",
 ]
 
 ROOT_URLCONF = "ezat.urls"
@@ -110,7 +113,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     # Persistent connections of the gateway's long-lived worker threads (few, bounded pools).
     # Django-served requests (dashboard, /api/v1, /readyz) close theirs when they end whatever
-    # this says: under ASGI each runs on a thread of its own (ezat/db.py explains).
+    # this says: under ASGI each runs on a thread of its own (core/db.py explains).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
@@ -129,13 +132,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env.str("REDIS_URL", default="")
 # The start of every Redis key this installation writes: limits and holds, checkpoints,
 # cooldowns, the routing prefix digest, the thinking store, signed kinds, the live dashboard's
-# channel layer and Celery's broker (ezat/redis_clients.py `key_prefix`). Two installations on
+# channel layer and Celery's broker (core/redis_clients.py `key_prefix`). Two installations on
 # one Redis need two prefixes. EZAT_LIMITS_REDIS_PREFIX is its former name (it only reached the
 # limiter and checkpoints), still read when this one is unset.
 EZAT_REDIS_PREFIX = env.str(
     "EZAT_REDIS_PREFIX", default=env.str("EZAT_LIMITS_REDIS_PREFIX", default="ezat:")
 )
-# REDIS_URL names a node of a Redis Cluster (ezat/redis_clients.py): limits, holds, cooldowns,
+# REDIS_URL names a node of a Redis Cluster (core/redis_clients.py): limits, holds, cooldowns,
 # the thinking store and checkpoints go through redis-py's cluster client. The live dashboard's
 # channel layer (channels_redis) and Celery's broker cannot use a cluster: they take their own
 # URLs below.
@@ -258,8 +261,8 @@ SPECTACULAR_SETTINGS = {"TITLE": "EZAT Router management API", "VERSION": "1.0.0
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "ezat.logging.JsonFormatter"}},
-    "filters": {"no_4xx_traceback": {"()": "ezat.logging.ClientErrorsWithoutTraceback"}},
+    "formatters": {"json": {"()": "core.logging.JsonFormatter"}},
+    "filters": {"no_4xx_traceback": {"()": "core.logging.ClientErrorsWithoutTraceback"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import DatabaseError as DjangoDatabaseError
 from django.utils.module_loading import import_string
 
-from ezat.logging import request_id_var
+from core.logging import request_id_var
 from gateway import durability, outcome
 from gateway.checkpoints import checkpoints
 from gateway.errors import GatewayError, database_unavailable
@@ -128,7 +128,7 @@ class GatewayApp:
             request.close()
 
     async def refuse_draining(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A new API request while this node shuts down (ezat/draining.py): a 503 in the
+        """A new API request while this node shuts down (core/draining.py): a 503 in the
         caller's format that both SDKs retry, on a connection closed after it."""
         request = ApiRequest(scope, receive)
         fmt = OPENAI if scope["path"].startswith("/openai/") else ANTHROPIC

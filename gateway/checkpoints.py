@@ -47,7 +47,7 @@ from django.conf import settings
 from prometheus_client import Counter, Gauge
 from redis.exceptions import RedisError
 
-from ezat.pricing import Prices, PriceSchedule, PriceTier
+from catalog.pricing import Prices, PriceSchedule, PriceTier
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange
@@ -171,7 +171,7 @@ def _process_id() -> str:
 
 class RedisStore:
     def __init__(self, url: str, prefix: str) -> None:
-        from ezat.redis_clients import async_client, tag
+        from core.redis_clients import async_client, tag
 
         self.process = _process_id()
         # One hash tag (the limiter's, `{ezat}:`): a write is one MULTI over the process's hash,
@@ -358,7 +358,7 @@ class FileStore:
 def make_store() -> CheckpointStore:
     url = getattr(settings, "REDIS_URL", "")
     if url:
-        from ezat.redis_clients import key_prefix
+        from core.redis_clients import key_prefix
 
         return RedisStore(url, key_prefix())
     return FileStore(Path(settings.EZAT_CHECKPOINT_DIR))

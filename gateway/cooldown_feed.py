@@ -98,7 +98,7 @@ class CooldownFeed:
             self._known.update(deployment_ids)
 
     async def _run(self) -> None:
-        from ezat.redis_clients import async_client, cluster_mode
+        from core.redis_clients import async_client, cluster_mode
 
         attempt = 0
         while True:

@@ -37,7 +37,7 @@ from redis.exceptions import RedisError
 
 from billing import spool as spool_mod
 from billing.recorder import UsageData, record_usage, writer
-from ezat.pricing import TokenCounts
+from catalog.pricing import TokenCounts
 from gateway import limits
 from gateway.checkpoints import checkpoints, schedule_from_json
 from gateway.metrics import SIDE_EFFECT_FAILURES

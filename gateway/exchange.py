@@ -26,9 +26,9 @@ from django.utils import timezone
 
 from accounts.keycache import KeyInfo
 from billing.recorder import UsageData, record_usage
+from catalog.pricing import TokenCounts
 from catalog.snapshot import ModelInfo, Route
-from ezat import money
-from ezat.pricing import TokenCounts
+from core import money
 from gateway import connect_errors, limits, metrics
 from gateway.chain import Candidate, Prepared
 from gateway.checkpoints import checkpoints

@@ -36,7 +36,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog.snapshot import Route
-from ezat.redis_clients import key_prefix as installation
+from core.redis_clients import key_prefix as installation
 from gateway.metrics import PREFIX_FALLBACKS, SIDE_EFFECT_FAILURES
 
 logger = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class PrefixDigest:
 
     def _redis_client(self) -> Any:
         if self._redis is None:
-            from ezat.redis_clients import async_client
+            from core.redis_clients import async_client
 
             self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=READ_TIMEOUT, socket_connect_timeout=0.5

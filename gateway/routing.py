@@ -24,7 +24,7 @@ import orjson
 from django.conf import settings
 
 from catalog.snapshot import Route
-from ezat.redis_clients import key_prefix
+from core.redis_clients import key_prefix
 from gateway import prefix_digest, routing_policies
 from gateway.cooldown_feed import CooldownFeed, channel, encode
 from gateway.metrics import SIDE_EFFECT_FAILURES
@@ -105,7 +105,7 @@ class HealthBoard:
 
     def _redis_client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
-            from ezat.redis_clients import async_client
+            from core.redis_clients import async_client
 
             self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
@@ -280,7 +280,7 @@ def cooldown_state(deployment_ids: Sequence[int]) -> dict[int, float | None]:
     if settings.REDIS_URL:
         import redis
 
-        from ezat.redis_clients import sync_client
+        from core.redis_clients import sync_client
 
         try:
             client = sync_client(settings.REDIS_URL, socket_timeout=0.5)

@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog.snapshot import ModelInfo
-from ezat.redis_clients import key_prefix
+from core.redis_clients import key_prefix
 from gateway.expiring_lru import ExpiringLru
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
@@ -71,7 +71,7 @@ class SignedKinds:
 
     def _client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
-            from ezat.redis_clients import async_client
+            from core.redis_clients import async_client
 
             self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5

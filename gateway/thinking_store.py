@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from ezat.redis_clients import key_prefix
+from core.redis_clients import key_prefix
 from gateway.expiring_lru import ExpiringLru
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
@@ -37,7 +37,7 @@ class ThinkingStore:
 
     def _client(self) -> Any:
         if self._redis is None and settings.REDIS_URL:
-            from ezat.redis_clients import async_client
+            from core.redis_clients import async_client
 
             self._redis = async_client(
                 settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ezat.pricing import TokenCounts
+from catalog.pricing import TokenCounts
 
 if TYPE_CHECKING:
     from catalog.snapshot import ModelInfo

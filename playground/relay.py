@@ -25,7 +25,7 @@ from django.db import connection
 from django.urls import reverse
 
 from billing.models import UsageRecord
-from ezat import money
+from core import money
 
 REASONING_LEVELS = ("", "none", "minimal", "low", "medium", "high", "xhigh", "max")
 USAGE_WAIT_S = 15.0

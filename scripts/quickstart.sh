@@ -95,7 +95,7 @@ else
         case $platform in
         anthropic)
             SIM_KEY=$($PY -c 'import secrets; print("sk-sim-" + secrets.token_urlsafe(16))')
-            $PY -m gateway.simulator --port "$port" --api-key "$SIM_KEY" >"$log" 2>&1 &
+            $PY -m simulator --port "$port" --api-key "$SIM_KEY" >"$log" 2>&1 &
             CHILDREN+=($!)
             $PY manage.py add_deployment "$name" --url "http://127.0.0.1:$port" --api-key "$SIM_KEY" >/dev/null
             # The same simulator's OpenAI-compatible front serves a GPT-like model (its

@@ -19,7 +19,7 @@ from accounts.api.serializers import StrictInputSerializer
 from catalog.deployment_services import Credentials
 from catalog.models import Deployment
 from catalog.platform_config import KINDS, OPTIONS
-from ezat.cli import MAX_INT
+from core.cli import MAX_INT
 
 CREDENTIAL_FIELDS = (
     "api_key",

@@ -20,8 +20,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiKey, ManagementKey
-from ezat import money
-from ezat.pricing import usd_to_nano
+from core import money
+from core.money import usd_to_nano
 
 USD_DECIMALS = 9
 # Far below the BigInteger ceiling (≈ 9.2e9 USD in nano), far above any sane cap.
@@ -75,7 +75,7 @@ class UsdInputField(serializers.DecimalField):
     def to_internal_value(self, data: Any) -> Decimal:
         if isinstance(data, bool):  # bool is an int: `true` must not mean one dollar
             self.fail("invalid")
-        # A string is read as plain digits only (ezat/money.py): "1e3" is refused, not taken as
+        # A string is read as plain digits only (core/money.py): "1e3" is refused, not taken as
         # 1000. A JSON number arrives parsed (its text is gone): its exact decimal value is used.
         if isinstance(data, float):
             if not math.isfinite(data):

@@ -13,7 +13,7 @@ from accounts.api.serializers import DateOrDateTimeField, UsdField, validate_ran
 from billing.api.selectors import GROUP_BY_CHOICES
 from billing.models import LedgerEntry, RequestLog
 from billing.selectors import itemised_cost
-from ezat.pricing import PRICE_KINDS
+from catalog.pricing import PRICE_KINDS
 
 
 class RangeQuerySerializer(serializers.Serializer):

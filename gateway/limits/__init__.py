@@ -43,7 +43,7 @@ _lock = threading.Lock()
 
 
 def _redis_prefix() -> str:
-    from ezat.redis_clients import key_prefix
+    from core.redis_clients import key_prefix
 
     return key_prefix()
 

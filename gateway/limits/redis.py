@@ -32,7 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry as SyncRetry
 
-from ezat.redis_clients import cluster_mode, sync_client, tag
+from core.redis_clients import cluster_mode, sync_client, tag
 from gateway.limits import scripts
 from gateway.limits.base import (
     AdmitRequest,

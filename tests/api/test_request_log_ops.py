@@ -16,7 +16,7 @@ from accounts.models import ApiKey, Organization
 from billing.models import LedgerEntry, RequestLog, UsageRecord
 from billing.request_log import purge_expired
 from billing.services import grant_credit
-from ezat.logging import ClientErrorsWithoutTraceback, JsonFormatter
+from core.logging import ClientErrorsWithoutTraceback, JsonFormatter
 from tests.api.conftest import make_usage
 
 pytestmark = pytest.mark.django_db

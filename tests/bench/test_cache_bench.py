@@ -21,8 +21,8 @@ from bench import cache as cache_bench
 from bench import cache_readme, cache_report
 from bench.cache_metrics import Moves, Outcome, churn, moves, totals
 from bench.cache_workload import MODEL, Profile, generate, parse_marker
-from ezat.pricing import Prices, PriceSchedule, PriceTier
-from gateway.simulator.tokens import split_segments, total_tokens
+from catalog.pricing import Prices, PriceSchedule, PriceTier
+from simulator.tokens import split_segments, total_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 PRICES = Prices(input=3_000_000, output=15_000_000, cache_read=300_000,

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from billing import recorder
 from billing.models import UsageRecord
-from ezat.pricing import Prices, PriceSchedule, TokenCounts
+from catalog.pricing import Prices, PriceSchedule, TokenCounts
 from tests.billing.factories import make_org
 
 pytestmark = pytest.mark.django_db(transaction=True)  # rows are written from worker threads

@@ -193,7 +193,7 @@ def app(
     env.pop("DJANGO_SETTINGS_MODULE", None)
     sim_log = tmp / "simulator.log"
     simulator = _start(
-        [sys.executable, "-m", "gateway.simulator", "--port", str(sim_port), "--api-key", SIM_KEY],
+        [sys.executable, "-m", "simulator", "--port", str(sim_port), "--api-key", SIM_KEY],
         env,
         sim_log,
     )

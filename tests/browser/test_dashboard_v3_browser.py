@@ -16,7 +16,7 @@ from tests.browser.conftest import App, new_page, shot, sign_in
 pytestmark = pytest.mark.browser
 
 WIDTHS = {1280: 900, 390: 844}
-COST = re.compile(r"^−?\$\d{1,3}(,\d{3})*\.\d{6}$")  # per-request: 6 decimals (ezat/money.py)
+COST = re.compile(r"^−?\$\d{1,3}(,\d{3})*\.\d{6}$")  # per-request: 6 decimals (core/money.py)
 TOTAL = re.compile(r"^[−+]?\$\d{1,3}(,\d{3})*\.\d{2,9}$")  # balances and totals
 
 # The box of an element as the user sees it: clipped by every scrolling or clipping ancestor.

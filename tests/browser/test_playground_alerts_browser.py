@@ -80,7 +80,7 @@ def test_playground_streams_an_answer_and_shows_its_cost(
     assert key_name.startswith("Playground · ")
     assert model_id == "anthropic/claude-sonnet-5-5"
     assert cost_nano > 0
-    from ezat import money
+    from core import money
 
     # The cost billed, by the one rule of per-request costs (issue 34: as the request log).
     assert shown_cost == money.usd_cost(cost_nano)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests import services
 from tests.billing.harness import CeleryWorker, subprocess_env
 from tests.cluster.harness import Beat, Cluster, HAProxy, PgProxy, Prometheus
@@ -75,7 +75,7 @@ class ClusterContext:
     ) -> Key:
         from accounts.services import create_api_key, create_org
         from billing.services import grant_credit
-        from ezat.pricing import usd_to_nano
+        from core.money import usd_to_nano
 
         with self.blocker.unblock():
             org = create_org(name=f"cluster-{os.getpid()}-{next(self._counter)}-{time.time_ns()}")

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from billing.reconcile import TEST_SLEEP_ENV, TEST_SLEEP_MARKER
-from ezat.redis_clients import tag
+from core.redis_clients import tag
 from tests.billing.harness import CeleryWorker
 from tests.cluster.conftest import NODES, ClusterContext
 from tests.cluster.metrics import cluster_metric, node_metric

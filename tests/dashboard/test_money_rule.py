@@ -1,4 +1,4 @@
-"""Issue 34 item 3: one money rule (ezat/money.py) on every surface.
+"""Issue 34 item 3: one money rule (core/money.py) on every surface.
 
 The same $0.00093 once read $0.000930 in the log, $0.000930000 on the detail page and $0.0009300
 in the admin; a $5 cap read "$5.0000000 / month" beside a $0.0001 cap; receipt lines had no "$";
@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from accounts import services
 from billing.models import LedgerEntry, RequestLog, UsageRecord
-from ezat import money
+from core import money
 from tests.dashboard.conftest import World, make_usage
 
 USD = 1_000_000_000

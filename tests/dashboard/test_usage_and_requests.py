@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing import dashboard_selectors as sel
-from ezat.templatetags.dashboard import format_usd
+from core.templatetags.dashboard import format_usd
 from tests.dashboard.conftest import World, make_usage
 
 

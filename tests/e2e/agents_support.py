@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.simulator.thinking import sign
+from simulator.thinking import sign
 from tests.e2e.conftest import ROOT, Key, Stack
 
 CLIENTS = ROOT / "tests" / "clients"

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests import services
 from tests.e2e import schemas
 from tests.services import free_port
@@ -165,7 +165,7 @@ class Stack:
     ) -> Key:
         from accounts.services import create_api_key, create_org
         from billing.services import grant_credit
-        from ezat.pricing import usd_to_nano
+        from core.money import usd_to_nano
 
         with self.blocker.unblock():
             org = create_org(

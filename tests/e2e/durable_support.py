@@ -112,7 +112,7 @@ _SEED = """
 import json
 from decimal import Decimal
 from accounts.services import create_api_key, create_org
-from ezat.pricing import usd_to_nano
+from core.money import usd_to_nano
 from billing.services import grant_credit
 from catalog.models import Deployment
 from catalog.services import load_catalog, upsert_deployment

@@ -25,7 +25,7 @@ import anthropic
 import httpx
 import openai
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Key, Stack
 from tests.e2e.routing_lab import wait_for_model
 

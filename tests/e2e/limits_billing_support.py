@@ -1,9 +1,9 @@
 """Helpers for the limits and billing end-to-end tests (tests/e2e/test_limits_billing_*.py).
 
 Expected costs are computed here from `catalog/data/models.json` with Decimal arithmetic, not
-with `ezat.pricing`, so a wrong price conversion or rounding in the product cannot cancel out
+with `catalog.pricing`, so a wrong price conversion or rounding in the product cannot cancel out
 in the assertion. Worst-case holds, on the other hand, are the product's own definition and come
-from `ezat.pricing.worst_case_nano` (the brief: caps are chosen from the real hold).
+from `catalog.pricing.worst_case_nano` (the brief: caps are chosen from the real hold).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from ezat.pricing import Prices, worst_case_nano
-from gateway.simulator.testing import SimulatorThread
+from catalog.pricing import Prices, worst_case_nano
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 
 ROOT = Path(__file__).resolve().parents[2]

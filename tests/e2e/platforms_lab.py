@@ -14,8 +14,8 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from gateway.simulator.platforms import PlatformSim
-from gateway.simulator.testing import SimulatorThread
+from simulator.platforms import PlatformSim
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.routing_lab import BASE_MODEL, Lab, LabDeployment, wait_for_model
 

@@ -23,7 +23,7 @@ import openai
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.routing import rendezvous_order
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Key, Stack
 
 BASE_MODEL = "anthropic/claude-sonnet-5-5"

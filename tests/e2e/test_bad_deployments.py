@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.routing_lab import BASE_MODEL, Lab, LabDeployment, user, wait_for_model
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.simulator.tokens import estimate_input_tokens
+from simulator.tokens import estimate_input_tokens
 from tests.e2e.chat_support import (
     NO_CACHE,
     SONNET,

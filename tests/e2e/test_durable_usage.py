@@ -27,7 +27,7 @@ import orjson
 import pytest
 from django.core.management import call_command
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack, database_url, e2e_redis_url, start_gateway
 from tests.e2e.durable_support import (
     MODEL,

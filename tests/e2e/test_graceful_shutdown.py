@@ -1,4 +1,4 @@
-"""Graceful shutdown (ezat/serve.py, ezat/draining.py): a real gateway process with a stream
+"""Graceful shutdown (ezat/serve.py, core/draining.py): a real gateway process with a stream
 open gets SIGTERM. /readyz turns 503 at once, new requests are refused with a retryable 503, the
 open stream is served to its end, the usage record is written, and the process exits."""
 

@@ -1,7 +1,7 @@
 """Holds that see media (issue 13, finding 1): the audit's two scenarios, production shape.
 
 Images are billed by their pixels, not their bytes: a 560×560 black PNG is ~150 bytes and costs
-400 tokens; the simulator bills them like the real API (gateway/simulator/media.py). Before the
+400 tokens; the simulator bills them like the real API (simulator/media.py). Before the
 fix the hold was `body bytes / 3`, so a small body carrying many images overspent the cap and
 the balance; now the hold adds each image's and PDF page's worst case.
 """
@@ -20,7 +20,7 @@ import anthropic
 import openai
 import pytest
 
-from ezat.pricing import nano_to_usd, usd_to_nano
+from core.money import nano_to_usd, usd_to_nano
 from tests.e2e.conftest import Key, Stack
 from tests.e2e.limits_billing_support import expected_cost_nano, product_prices
 from tests.media_samples import b64, png

@@ -16,8 +16,8 @@ import anthropic
 import openai
 import pytest
 
-from ezat.pricing import Prices, TokenCounts, cost_nano
-from gateway.simulator.testing import SimulatorThread
+from catalog.pricing import Prices, TokenCounts, cost_nano
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.fallback_lab import B_PRICES, FallbackLab, lab_simulators, make_fallback_lab, user
 

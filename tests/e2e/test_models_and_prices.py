@@ -2,7 +2,7 @@
 the running gateway with the official SDKs.
 
 Expected costs are computed with Decimal from the provider's published figures written out here
-(not from ezat.pricing), so a wrong tier, conversion or rounding cannot cancel out.
+(not from catalog.pricing), so a wrong tier, conversion or rounding cannot cancel out.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from ezat.pricing import Prices, worst_case_nano
+from catalog.pricing import Prices, worst_case_nano
 from tests.e2e.conftest import ROOT, Key, Stack
 from tests.e2e.limits_billing_support import nano_to_usd_str, wait_for
 

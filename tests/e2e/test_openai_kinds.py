@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Key, Stack
 from tests.e2e.routing_lab import wait_for_model
 

@@ -21,7 +21,7 @@ import anthropic
 import openai
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.limits_billing_support import SONNET, expected_cost_nano, wait_for
 from tests.e2e.platforms_lab import PlatformLab, make_platform_lab, platform_simulators

@@ -27,8 +27,8 @@ import httpx
 import pytest
 from django.core.management import call_command
 
-from gateway.simulator.platforms import PlatformSim
-from gateway.simulator.testing import SimulatorThread
+from simulator.platforms import PlatformSim
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack, database_url, e2e_redis_url, start_gateway
 from tests.e2e.routing_lab import BASE_MODEL, Lab, LabDeployment, user, wait_for_model
 

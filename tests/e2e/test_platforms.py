@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.platforms_lab import PlatformLab, make_platform_lab, platform_simulators
 from tests.e2e.routing_lab import user

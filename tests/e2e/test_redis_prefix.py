@@ -4,7 +4,7 @@ whatever the prefix said.
 
 A gateway of its own (its own Redis database and prefix) serves one request and one stream; every
 key in that database (SCAN) then starts with the prefix, or with the prefix written as a hash tag
-(the limiter's and checkpoints' `{prefix}:…`, ezat/redis_clients.py `tag`).
+(the limiter's and checkpoints' `{prefix}:…`, core/redis_clients.py `tag`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import anthropic
 import pytest
 import redis
 
-from ezat.redis_clients import tag
+from core.redis_clients import tag
 from tests import services
 from tests.e2e.conftest import GatewayProcess, Stack, database_url, start_gateway
 from tests.waiting import wait_for

@@ -167,7 +167,7 @@ def test_unauthenticated_requests_leave_no_row(e2e: Stack) -> None:
 
 
 def _usd(nano: int) -> str:
-    from ezat import money
+    from core import money
 
     return money.usd_from_nano(nano, 9)
 

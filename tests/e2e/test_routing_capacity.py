@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
 from tests.waiting import wait_for

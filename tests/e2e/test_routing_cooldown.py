@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from gateway.routing import cooldown_key
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests import services
 from tests.e2e.conftest import GatewayProcess, Stack, database_url, start_gateway
 from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user

@@ -17,7 +17,7 @@ import openai
 import orjson
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Stack
 from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, sse_events, user
 

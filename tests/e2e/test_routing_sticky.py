@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Key, Stack
 from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
 

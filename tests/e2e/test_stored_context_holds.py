@@ -16,7 +16,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from ezat.pricing import nano_to_usd, usd_to_nano
+from core.money import nano_to_usd, usd_to_nano
 from tests.e2e.conftest import Key, Stack
 from tests.e2e.limits_billing_support import expected_cost_nano, product_prices
 

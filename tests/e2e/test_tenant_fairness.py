@@ -19,7 +19,7 @@ import anthropic
 import openai
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.e2e.conftest import Key, Stack, e2e_redis_url, start_gateway
 from tests.e2e.routing_lab import lab_simulators, make_lab, user
 

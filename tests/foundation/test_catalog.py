@@ -10,6 +10,7 @@ import pytest
 from django.test import Client, override_settings
 
 from catalog.models import Deployment, Model, ModelAlias, PriceVersion
+from catalog.pricing import Prices, TokenCounts, cost_nano
 from catalog.schema import TierFigures
 from catalog.services import (
     BUNDLED_CATALOG,
@@ -19,7 +20,6 @@ from catalog.services import (
     upsert_deployment,
 )
 from catalog.snapshot import SnapshotHolder, build_snapshot
-from ezat.pricing import Prices, TokenCounts, cost_nano
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import logging
 
 import orjson
 
-from ezat.logging import JsonFormatter, request_id_var
+from core.logging import JsonFormatter, request_id_var
 from gateway.app import GatewayApp
 
 

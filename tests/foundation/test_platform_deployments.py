@@ -23,7 +23,7 @@ from catalog.platform_config import (
 )
 from catalog.services import load_catalog
 from catalog.snapshot import build_snapshot
-from gateway.simulator.platforms import make_service_account
+from simulator.platforms import make_service_account
 
 pytestmark = pytest.mark.django_db
 

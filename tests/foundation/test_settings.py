@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from ezat.secrets import check_secret_key, is_weak_secret_key
+from core.secrets import check_secret_key, is_weak_secret_key
 
 ROOT = Path(__file__).resolve().parents[2]
 

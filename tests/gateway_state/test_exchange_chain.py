@@ -20,17 +20,17 @@ import orjson
 import pytest
 
 from accounts.keycache import KeyInfo
+from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import DeploymentInfo, ModelInfo, Route
-from ezat.pricing import Prices, PriceSchedule
 from gateway import limits
 from gateway.chain import Candidate, Prepared
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.limits.local import LocalLimiter
 from gateway.routing import health
-from gateway.simulator.testing import SimulatorThread
 from gateway.upstream import client
 from gateway.usage import UsageTracker
+from simulator.testing import SimulatorThread
 from tests.limits.conftest import StaticMoney
 
 KEY = KeyInfo(id=7, org_id=7, prefix="ezat_sk_test", rpm_limit=1000, spend_cap_nano=None)

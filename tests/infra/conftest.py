@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests import services
 from tests.billing.harness import CeleryWorker, subprocess_env
 from tests.cluster.conftest import DEPLOYMENTS, NODE_ENV, ClusterContext, _seed_catalog

@@ -17,7 +17,7 @@ import pytest
 from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
-from ezat.redis_clients import tag
+from core.redis_clients import tag
 from gateway import prefix_digest
 from gateway.checkpoints import RedisStore
 from gateway.limits.redis import RedisLimiter, notify_credit_redis, open_holds_redis

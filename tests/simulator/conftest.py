@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import anthropic
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Shared helpers for the OpenAI front's tests (gateway/simulator/openai_front.py)."""
+"""Shared helpers for the OpenAI front's tests (simulator/openai_front.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import httpx
 import orjson
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 
 CHAT = "/v1/chat/completions"
 AZURE_CHAT = "/openai/v1/chat/completions"

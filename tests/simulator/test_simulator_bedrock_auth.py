@@ -13,8 +13,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from gateway.simulator.platforms import PlatformSim
-from gateway.simulator.testing import SimulatorThread
+from simulator.platforms import PlatformSim
+from simulator.testing import SimulatorThread
 
 KEY_ID = "ASIAEZATSIMTEST00001"
 SECRET = "c2ltdWxhdG9yIHNlY3JldCBmb3IgdGVzdHMgb25seQ"

@@ -51,7 +51,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 @pytest.fixture
 def module_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc, url = start(["-m", "gateway.simulator"])
+    proc, url = start(["-m", "simulator"])
     try:
         yield proc, url
     finally:
@@ -59,7 +59,7 @@ def module_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
             stop(proc)
 
 
-def test_python_m_gateway_simulator(module_server: tuple[subprocess.Popen[str], str]) -> None:
+def test_python_m_simulator(module_server: tuple[subprocess.Popen[str], str]) -> None:
     proc, url = module_server
     client = anthropic.Anthropic(base_url=url, api_key=API_KEY, max_retries=0)
     message = client.messages.create(

@@ -12,11 +12,11 @@ import httpx
 import pytest
 from aiohttp import web
 
-from gateway.simulator.app import build_app
-from gateway.simulator.cache import PromptCache
-from gateway.simulator.clock import ClockError, SimClock
-from gateway.simulator.state import STATE
-from gateway.simulator.testing import SimulatorThread
+from simulator.app import build_app
+from simulator.cache import PromptCache
+from simulator.clock import ClockError, SimClock
+from simulator.state import STATE
+from simulator.testing import SimulatorThread
 
 API_KEY = "sk-sim-clock"
 MODEL = "claude-sonnet-5-5"

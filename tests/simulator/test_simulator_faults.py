@@ -8,7 +8,7 @@ import httpx
 import httpx2
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 
 API_KEY = "sk-sim-faults"
 MODEL = "claude-sim-1"

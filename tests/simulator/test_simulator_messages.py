@@ -7,7 +7,7 @@ import anthropic
 import httpx
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.media_samples import b64, png
 
 API_KEY = "sk-sim-test"

@@ -1,4 +1,4 @@
-"""The simulator refuses, per model, what the real API refuses (gateway/simulator/models.py), and
+"""The simulator refuses, per model, what the real API refuses (simulator/models.py), and
 accepts what real clients send (Claude Code's mid-conversation system messages)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 
 API_KEY = "sk-sim-rules"
 pytestmark = pytest.mark.usefixtures("reset_sim")

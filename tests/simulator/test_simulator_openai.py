@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.simulator.openai_helpers import AZURE_CHAT, body, completion, error_of, post
 
 API_KEY = "sk-sim-openai"
@@ -350,7 +350,7 @@ def test_requests_are_recorded_with_path_headers_and_body(sim: SimulatorThread) 
 
 
 def test_front_is_on_the_platform_simulators_too() -> None:
-    from gateway.simulator.platforms import PlatformSim
+    from simulator.platforms import PlatformSim
 
     with SimulatorThread(api_key="sk-bedrock-sim", platform=PlatformSim(platform="bedrock")) as bed:
         assert completion(post(bed, body(), key="sk-bedrock-sim")).model == "gpt-sim"

@@ -13,7 +13,7 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.simulator.openai_helpers import error_of, post
 
 API_KEY = "sk-sim-openai-responses"

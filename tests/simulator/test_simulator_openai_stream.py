@@ -10,7 +10,7 @@ import openai
 import orjson
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.simulator.openai_helpers import (
     AZURE_CHAT,
     body,

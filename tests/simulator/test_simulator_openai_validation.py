@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 from tests.simulator.openai_helpers import body, completion, error_of, post
 
 API_KEY = "sk-sim-openai-validation"
@@ -350,7 +350,7 @@ def test_allowed_tools_choice(sim: SimulatorThread) -> None:
 
 @pytest.mark.usefixtures("reset_sim")
 def test_body_over_the_size_limit(sim: SimulatorThread) -> None:
-    from gateway.simulator.app import MAX_BODY_BYTES
+    from simulator.app import MAX_BODY_BYTES
 
     error = error_of(post(sim, b" " * (MAX_BODY_BYTES + 1), key=API_KEY), 413)
     assert error["message"] == "Request too large."

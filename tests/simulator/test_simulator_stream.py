@@ -7,7 +7,7 @@ import anthropic
 import httpx
 import pytest
 
-from gateway.simulator.testing import SimulatorThread
+from simulator.testing import SimulatorThread
 
 API_KEY = "sk-sim-stream"
 MODEL = "claude-sim-1"

@@ -6,8 +6,8 @@ import anthropic
 import httpx
 import pytest
 
-from gateway.simulator.cache import PromptCache
-from gateway.simulator.testing import SimulatorThread
+from simulator.cache import PromptCache
+from simulator.testing import SimulatorThread
 
 API_KEY = "sk-sim-cache"
 MODEL = "claude-sim-1"

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from gateway.simulator.cache import PromptCache
-from gateway.simulator.faults import Fault, FaultError, FaultScript
-from gateway.simulator.schema import sample
-from gateway.simulator.sse import chunk_json, chunk_text
-from gateway.simulator.thinking import sign, verify
-from gateway.simulator.tokens import estimate_input_tokens
+from simulator.cache import PromptCache
+from simulator.faults import Fault, FaultError, FaultScript
+from simulator.schema import sample
+from simulator.sse import chunk_json, chunk_text
+from simulator.thinking import sign, verify
+from simulator.tokens import estimate_input_tokens
 from tests.media_samples import b64, pdf, png
 
 

@@ -1,4 +1,4 @@
-"""ezat/accept.py: a busy server accepts every waiting connection in one turn of its loop
+"""core/accept.py: a busy server accepts every waiting connection in one turn of its loop
 (uvloop's own server takes one per turn), and what it accepts is served as before."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import uvloop
 
-from ezat.accept import BatchAcceptServer, batched_accept
+from core.accept import BatchAcceptServer, batched_accept
 
 CLIENTS = 200
 
@@ -77,7 +77,7 @@ async def _turns_to_accept(batched: bool) -> int:
 
 
 def test_a_busy_loop_accepts_a_burst_in_a_few_turns() -> None:
-    # uvloop's own server: one connection per turn (the reason for ezat/accept.py) ...
+    # uvloop's own server: one connection per turn (the reason for core/accept.py) ...
     assert uvloop.run(_turns_to_accept(batched=False)) >= CLIENTS // 2
     # ... the batched one: all of them within a few turns.
     assert uvloop.run(_turns_to_accept(batched=True)) <= 10

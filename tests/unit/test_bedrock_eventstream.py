@@ -17,7 +17,7 @@ from gateway.providers.bedrock.eventstream import (
     EventStreamReader,
     FramingError,
 )
-from gateway.simulator import eventstream
+from simulator import eventstream
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
 values = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)

@@ -1,4 +1,4 @@
-"""The usage charts (ezat/templatetags/dashboard.py): integer ticks for counts, y labels that
+"""The usage charts (core/templatetags/dashboard.py): integer ticks for counts, y labels that
 fit left of the axis, a colour per series derived from its label, no axes when empty."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from ezat import charts
-from ezat.charts import bucket_label, series_colours
-from ezat.templatetags.dashboard import (
+from core import charts
+from core.charts import bucket_label, series_colours
+from core.templatetags.dashboard import (
     AXIS_CHAR_WIDTH,
     PALETTE,
     legend,

@@ -15,7 +15,7 @@ import pytest
 from django.db import OperationalError
 
 from accounts import keycache, keys
-from ezat.pricing import Prices, PriceSchedule, PriceTier, TokenCounts
+from catalog.pricing import Prices, PriceSchedule, PriceTier, TokenCounts
 from gateway.checkpoints import FileStore, schedule_from_json, schedule_to_json
 from gateway.durability import LOST_OUTCOME, usage_from_checkpoint
 

@@ -1,8 +1,8 @@
-"""ezat/draining.py: the shutdown state the graceful server (ezat/graceful.py) sets."""
+"""core/draining.py: the shutdown state the graceful server (ezat/graceful.py) sets."""
 
 from __future__ import annotations
 
-from ezat import draining
+from core import draining
 
 
 def test_draining_begins_once() -> None:

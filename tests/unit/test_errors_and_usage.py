@@ -7,8 +7,8 @@ from decimal import Decimal
 import orjson
 import pytest
 
+from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import ModelInfo
-from ezat.pricing import Prices, PriceSchedule
 from gateway.errors import GatewayError, anthropic_body, from_upstream, openai_body, openai_status
 from gateway.usage import UsageTracker
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from catalog.chains import ChainError, check_chain, parse_suggested_chains
 from catalog.media import MediaFigures
+from catalog.pricing import Prices, PriceSchedule
 from catalog.schema import CatalogDataError, parse_catalog_file
 from catalog.snapshot import ModelInfo, auto_model
-from ezat.pricing import Prices, PriceSchedule
 from gateway.protocols.fallbacks import (
     RequestNeeds,
     mapped_effort,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ezat import money
+from core import money
 
 NANO_AMOUNTS = st.integers(min_value=-(10**20), max_value=10**20)
 SMALL_AMOUNTS = st.integers(min_value=-999_999_999, max_value=999_999_999)  # under $1

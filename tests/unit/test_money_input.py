@@ -1,4 +1,4 @@
-"""The one parser of typed amounts (ezat/money.py `parse_amount`, issue 33): plain digits only,
+"""The one parser of typed amounts (core/money.py `parse_amount`, issue 33): plain digits only,
 so "1e3" can never mean 1000 on any money input."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from ezat.money import ExponentNotation, MoneyInputError, parse_amount
+from core.money import ExponentNotation, MoneyInputError, parse_amount
 
 
 @pytest.mark.parametrize(

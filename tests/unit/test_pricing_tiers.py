@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catalog.schema import CatalogDataError, parse_price
-from ezat import money
-from ezat.pricing import (
+from catalog.pricing import (
     Prices,
     PriceSchedule,
     PriceTier,
@@ -23,6 +21,8 @@ from ezat.pricing import (
     itemise,
     worst_case_nano,
 )
+from catalog.schema import CatalogDataError, parse_price
+from core import money
 
 LOW = Prices(100_000, 500_000, 10_000, 125_000, 200_000)  # micro-USD per million tokens
 HIGH = Prices(500_000, 2_500_000, 50_000, 625_000, 1_000_000)

@@ -20,8 +20,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from accounts.keycache import KeyInfo
+from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import DeploymentInfo, ModelInfo, Route
-from ezat.pricing import Prices, PriceSchedule
 from gateway import limits
 from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange

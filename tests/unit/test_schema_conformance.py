@@ -13,8 +13,8 @@ import openai.types.responses
 import pytest
 from pydantic import TypeAdapter
 
+from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import ModelInfo
-from ezat.pricing import Prices, PriceSchedule
 from gateway.handlers.models import anthropic_model
 from gateway.protocols.openai_responses.outbound import error_code
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator

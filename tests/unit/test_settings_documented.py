@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("accounts", "billing", "catalog", "ezat", "gateway")
+PACKAGES = ("accounts", "billing", "catalog", "core", "ezat", "gateway", "simulator")
 # env("X"), env.int("X", …), env.str(\n "X"), os.environ.get("X"), os.environ["X"],
 # os.environ.setdefault("X", …), os.getenv("X")
 READS = re.compile(

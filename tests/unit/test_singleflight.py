@@ -1,4 +1,4 @@
-"""ezat.singleflight, ezat.read_through and the two caches built on them: concurrent lookups
+"""core.singleflight, core.read_through and the two caches built on them: concurrent lookups
 of one expired entry make one database query, not one each (the 1,000-stream burst queued
 ~1,000 key lookups)."""
 
@@ -13,7 +13,7 @@ from django.db import DatabaseError
 
 from accounts import fallbackcache, keycache, keys
 from accounts.keycache import KeyCache, KeyInfo, KeyLookupUnavailable
-from ezat.singleflight import SingleFlight
+from core.singleflight import SingleFlight
 
 SECRET = keys.generate()
 

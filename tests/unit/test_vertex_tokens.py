@@ -13,8 +13,8 @@ from catalog.snapshot import DeploymentInfo
 from gateway.providers import PlatformAuthError
 from gateway.providers.vertex.google_tokens import TokenCache
 from gateway.routing import health
-from gateway.simulator.platforms import PlatformSim
-from gateway.simulator.testing import SimulatorThread
+from simulator.platforms import PlatformSim
+from simulator.testing import SimulatorThread
 
 
 def deployment(sim: SimulatorThread, dep_id: int) -> DeploymentInfo:

@@ -6,7 +6,7 @@ from django.db import transaction
 from accounts.cli import get_org
 from accounts.models import ApiKey
 from accounts.services import AccountsError, create_api_key, revoke_api_key
-from ezat.cli import parse_usd, positive_int, usd
+from core.cli import parse_usd, positive_int, usd
 
 
 class Command(BaseCommand):

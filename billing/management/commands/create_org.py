@@ -7,7 +7,7 @@ from django.db import transaction
 
 from accounts.services import AccountsError, create_org, set_org_concurrency
 from billing.services import grant_credit
-from ezat.cli import parse_usd, positive_int, usd
+from core.cli import parse_usd, positive_int, usd
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import partitions
-from ezat.cli import positive_int
+from core.cli import positive_int
 
 # Ten years of empty monthly tables is already far more than anyone plans ahead.
 MAX_MONTHS_AHEAD = 120

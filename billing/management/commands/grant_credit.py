@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from accounts.cli import get_org
 from billing.services import grant_credit
-from ezat import money
-from ezat.cli import parse_usd, usd
+from core import money
+from core.cli import parse_usd, usd
 
 
 class Command(BaseCommand):

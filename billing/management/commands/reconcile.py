@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.models import Organization
 from billing.reconcile import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, ReconcileError, reconcile_all
 from billing.selectors import usd_string
-from ezat.cli import positive_int
+from core.cli import positive_int
 
 
 class Command(BaseCommand):

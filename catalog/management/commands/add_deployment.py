@@ -13,7 +13,7 @@ from catalog.platform_config import (
     PlatformConfigError,
     read_service_account_file,
 )
-from ezat.cli import fraction, positive_int
+from core.cli import fraction, positive_int
 
 
 class Command(BaseCommand):
