@@ -65,7 +65,7 @@ _OPENAI_FIRST = re.compile(rb'"(?:content|reasoning_content)":"[^"]')
 _RESPONSES_FIRST = re.compile(rb"event: response\.output_text\.delta")
 _FIRST = {"anthropic": _ANTHROPIC_FIRST, "openai": _OPENAI_FIRST, "responses": _RESPONSES_FIRST}
 # The end of a stream; a Responses stream cut at max_output_tokens ends with response.incomplete.
-_END = {
+END = {
     "anthropic": (b"event: message_stop",),
     "openai": (b"[DONE]",),
     "responses": (b"event: response.completed", b"event: response.incomplete"),
@@ -157,7 +157,7 @@ class _Client(asyncio.Protocol):
     def __init__(self, stream: bool, api: str) -> None:
         self.stream = stream
         self.first_re = _FIRST[api]
-        self.end_markers = _END[api]
+        self.end_markers = END[api]
         self.parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.done: asyncio.Future[Outcome] | None = None

@@ -30,7 +30,7 @@ from catalog.models import (
     PriceVersion,
     SuggestedChain,
 )
-from catalog.platform_config import OPENAI_KINDS, PlatformConfig, PlatformConfigError
+from catalog.platform_config import OPENAI_KINDS, OPTIONS_HELP, PlatformConfig, PlatformConfigError
 from catalog.platform_config import check as check_platform
 from catalog.pricing import TierError, check_tier_bounds
 from catalog.selectors import current_tiers, tier_figures
@@ -306,6 +306,7 @@ class DeploymentAdminForm(forms.ModelForm):
             "fair_share",
             "serves_all_models",
         )
+        help_texts = {"options": OPTIONS_HELP}
 
     def clean_base_url(self) -> str:
         # The same checks as the CLI's (catalog/deployment_urls.py): a scheme or host the

@@ -77,7 +77,7 @@ class DeploymentInput:
     credentials: Credentials | None = None
     models: Sequence[str] = ()  # catalog model ids; empty = every catalog (Claude) model
     model_ids: dict[str, str] | None = None  # catalog id → the platform's id for it
-    options: dict[str, str] | None = None
+    options: dict[str, str | bool] | None = None
     weight: int | None = None
     max_concurrency: int | None = None
     fair_share: float | None = None

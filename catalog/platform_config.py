@@ -46,10 +46,20 @@ KINDS = CLAUDE_KINDS + OPENAI_KINDS
 # prompt_cache_key: "derived" sends one made from the session when the client sent none
 # (OpenAI routes its prompt cache by it: https://platform.openai.com/docs/guides/prompt-caching);
 # "client" forwards only the client's own, for servers that refuse the field.
-OPTIONS: dict[str, tuple[str, ...]] = {
+# responses_api: true when the server has OpenAI's Responses API (`POST {base}/responses`,
+# https://platform.openai.com/docs/api-reference/responses/create): Responses requests are then
+# relayed to it instead of translated to Chat Completions (gateway/handlers/responses_relay.py).
+OPTIONS: dict[str, tuple[str | bool, ...]] = {
     "max_tokens_param": ("max_completion_tokens", "max_tokens"),
     "prompt_cache_key": ("derived", "client"),
+    "responses_api": (True, False),
 }
+# The help text the admin shows beside Deployment.options.
+OPTIONS_HELP = (
+    'Provider options (JSON), OpenAI kinds only: "max_tokens_param" ("max_completion_tokens" '
+    'or "max_tokens"), "prompt_cache_key" ("derived" or "client"), "responses_api" (true when '
+    "the server has /responses: Responses requests are relayed to it, not translated)."
+)
 
 # Bedrock's and Vertex's own version strings, sent in the body instead of a header (reference
 # §1.2 and §2: AWS and Anthropic docs, the official SDK).
@@ -94,7 +104,7 @@ class PlatformConfig:
     aws_session_token: str = ""
     service_account_json: str = ""  # vertex: the key file's contents
     model_ids: dict[str, str] = field(default_factory=dict)
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str | bool] = field(default_factory=dict)
 
     def secrets(self) -> dict[str, str]:
         """What is sealed at rest besides the API key: only the fields that are set."""
@@ -217,10 +227,10 @@ def _check_options(options: Any) -> None:
             raise PlatformConfigError(
                 "options", f"unknown option {name!r} (known: {', '.join(OPTIONS)})"
             )
-        if value not in allowed:
-            raise PlatformConfigError(
-                f"options.{name}", f"must be one of {', '.join(allowed)}, not {value!r}"
-            )
+        # By type as well: 1 == True in Python, and "true" is not true.
+        if not any(type(value) is type(a) and value == a for a in allowed):
+            shown = ", ".join(json.dumps(a) for a in allowed)
+            raise PlatformConfigError(f"options.{name}", f"must be one of {shown}, not {value!r}")
 
 
 def _check_openai(config: PlatformConfig, *, existing_secrets: bool) -> None:

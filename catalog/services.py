@@ -293,7 +293,7 @@ def upsert_deployment(
     aws_session_token: str = "",
     service_account_json: str = "",
     platform_model_ids: dict[str, str] | None = None,
-    options: dict[str, str] | None = None,
+    options: dict[str, str | bool] | None = None,
 ) -> tuple[Deployment, bool]:
     """Create or update a deployment (keyword arguments, as add_deployment takes them); no model
     ids = it serves every catalog model. An update that gives no credentials keeps the stored

@@ -51,7 +51,7 @@ class DeploymentInfo:
     secrets: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     model_ids: dict[str, str] = field(default_factory=dict, compare=False)
     # Provider switches (catalog/platform_config.py OPTIONS).
-    options: dict[str, str] = field(default_factory=dict, compare=False)
+    options: dict[str, str | bool] = field(default_factory=dict, compare=False)
 
     def upstream_id(self, model_id: str) -> str:
         """This deployment's id for a catalog model: its own override, else its kind's default."""

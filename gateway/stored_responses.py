@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from gateway.errors import GatewayError
 from gateway.metrics import SIDE_EFFECT_FAILURES
 from gateway.protocols.openai_responses.outbound import locate_item
 
@@ -121,6 +122,19 @@ class StoredResponseWriter:
 writer = StoredResponseWriter()
 
 
+def _kept_by_provider(response_id: str, pin: Any) -> GatewayError:
+    """A relayed response (gateway/handlers/responses_relay.py) holds no conversation here: the
+    provider behind its deployment keeps it, and only a relayed request there continues it."""
+    where = pin.get("deployment") if isinstance(pin, dict) else None
+    return GatewayError(
+        400,
+        f"previous_response_id: response {response_id!r} is kept by the provider behind "
+        f"deployment {where!r}; continue it with a model served there with the Responses API, "
+        "or send the conversation as input",
+        param="previous_response_id",
+    )
+
+
 # -- lookups ---------------------------------------------------------------------------------------
 
 
@@ -186,6 +200,8 @@ async def continuation(
     history: list[dict[str, Any]] | None = None
     if previous_response_id and previous_response_id in found:
         ctx = found[previous_response_id]
+        if "relayed" in ctx:
+            raise _kept_by_provider(previous_response_id, ctx["relayed"])
         history = [*(ctx.get("items") or ()), *(ctx.get("output") or ())]
     referenced: dict[str, dict[str, Any]] = {}
     for value, (response_id, index) in wanted.items():

@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
 bash scripts/install_test_clients.sh || exit 1
-# System packages for the browser, cluster, infra and compose tests (Debian's). Missing ones are
+# System packages for the browser, cluster, infra, compose and instruction-count tests (Debian's). Missing ones are
 # named first, then installed with apt-get when this user can (root); EZAT_TEST_INSTALL=0 never
 # installs. Without them the suite still runs: those tests skip, each with its reason in the
 # summary (tests/services.py MissingTool). In CI (CI set) a package that is still missing is a
@@ -24,6 +24,8 @@ missing=()
 # docker-compose (1.29, Debian's) only parses docker/compose.yml (`docker-compose config`,
 # tests/unit/test_compose_scaleout.py); `docker compose` v2 is not packaged here.
 [ -x /usr/bin/docker-compose ] || missing+=(docker-compose)
+# valgrind: the instruction-count guard (tests/bench/test_icount_guard.py, bench/icount.py).
+[ -x /usr/bin/valgrind ] || missing+=(valgrind)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> the browser, cluster, infra and compose tests use Debian packages missing here: ${missing[*]}"
     if [ "${EZAT_TEST_INSTALL:-1}" = "0" ]; then

@@ -22,7 +22,9 @@ cd "$(dirname "$0")/.."
 
 # The end-to-end directory is split by file name in three (it is the largest, and the fallback
 # lab alone takes minutes); each part starts a stack (gateway, simulators) of its own. The
-# benchmark smoke, browser and foundation tests are long and mostly wait: they share a shard.
+# benchmark smoke, browser and foundation tests are long and mostly wait: they share a shard,
+# with the instruction-count guard (tests/bench/test_icount_guard.py: ~15 s of CPU under
+# valgrind, one process, the rest of the shard waiting meanwhile).
 # The topologies (tests/cluster: three gateways behind HAProxy with Prometheus; tests/infra: a
 # Redis Cluster and PgBouncer) take minutes each, waiting on their processes: a shard of their own.
 declare -a NAMES=(e2e-a e2e-m e2e-n slow topology)

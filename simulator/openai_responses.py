@@ -37,6 +37,9 @@ RESPONSE_FIELDS = frozenset(
         "access_programs",
         "background",
         "background_options",
+        # Not in openai-python's params, but sent by OpenAI's own Codex CLI to api.openai.com
+        # (codex-rs `client_metadata()`: installation, session and thread ids as strings).
+        "client_metadata",
         "context_management",
         "conversation",
         "image",
@@ -209,29 +212,77 @@ def _check_call(item: Mapping[str, Any], where: str) -> OpenAIError | None:
     return None
 
 
-def _check_tools(body: Mapping[str, Any]) -> OpenAIError | None:
-    tools = body.get("tools")
-    names: list[str] = []
-    if tools is not None and not isinstance(tools, list):
-        return invalid_type("tools", "an array", tools)
-    for i, tool in enumerate(tools or ()):
-        at = f"tools[{i}]"
-        if not isinstance(tool, Mapping):
-            return invalid_type(at, "an object", tool)
-        if tool.get("type") != "function":
-            if "type" not in tool:
-                return missing(f"{at}.type")
-            return bad_value(f"{at}.type", tool["type"], ("function",))
-        # Chat's {"function": {...}} wrapper: the real API says the flat name is missing.
+# openai-python 3.57.0 `types/responses/tool_param.py`: the tool types the API takes. Function
+# and custom tools (and those of a namespace) are the client's; the rest are run by the API.
+_FUNCTION_KEYS = {
+    "type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers",
+    "output_schema",
+}  # fmt: skip
+_CUSTOM_KEYS = {"type", "name", "description", "format", "defer_loading", "allowed_callers"}
+HOSTED_TOOL_TYPES = (
+    "web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11",
+    "file_search", "code_interpreter", "image_generation", "mcp", "computer",
+    "computer_use_preview", "local_shell", "shell", "apply_patch", "tool_search",
+)  # fmt: skip
+TOOL_TYPES = ("function", "custom", "namespace", *HOSTED_TOOL_TYPES)
+
+
+def client_tools(tools: Any) -> list[Mapping[str, Any]]:
+    """The function and custom tools, a namespace's flattened into theirs (`ns__name`)."""
+    out: list[Mapping[str, Any]] = []
+    for tool in tools or ():
+        if tool.get("type") in ("function", "custom"):
+            out.append(tool)
+        elif tool.get("type") == "namespace":
+            out.extend({**t, "name": f"{tool['name']}__{t['name']}"} for t in tool["tools"])
+    return out
+
+
+def _check_tool(tool: Any, at: str, *, nested: bool = False) -> OpenAIError | None:
+    if not isinstance(tool, Mapping):
+        return invalid_type(at, "an object", tool)
+    kind = tool.get("type")
+    if "type" not in tool:
+        return missing(f"{at}.type")
+    allowed = ("function", "custom") if nested else TOOL_TYPES
+    if kind not in allowed:
+        return bad_value(f"{at}.type", kind, allowed)
+    if kind in HOSTED_TOOL_TYPES:
+        return None  # run by the API: its own options are not modelled here
+    if kind == "namespace":
         error = check_tool_name(tool.get("name"), f"{at}.name") or check_keys(
-            tool, {"type", "name", "description", "parameters", "strict"}, at
+            tool, {"type", "name", "description", "tools"}, at
         )
         if error:
             return error
-        parameters = tool.get("parameters")
-        if parameters is not None and not isinstance(parameters, Mapping):
-            return invalid_type(f"{at}.parameters", "an object", parameters)
-        names.append(tool["name"])
+        inner = tool.get("tools")
+        if not isinstance(inner, list) or not inner:
+            return missing(f"{at}.tools")
+        for n, item in enumerate(inner):
+            error = _check_tool(item, f"{at}.tools[{n}]", nested=True)
+            if error:
+                return error
+        return None
+    # Chat's {"function": {...}} wrapper: the real API says the flat name is missing.
+    keys = _FUNCTION_KEYS if kind == "function" else _CUSTOM_KEYS
+    error = check_tool_name(tool.get("name"), f"{at}.name") or check_keys(tool, keys, at)
+    if error:
+        return error
+    parameters = tool.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        return invalid_type(f"{at}.parameters", "an object", parameters)
+    return None
+
+
+def _check_tools(body: Mapping[str, Any]) -> OpenAIError | None:
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return invalid_type("tools", "an array", tools)
+    for i, tool in enumerate(tools or ()):
+        error = _check_tool(tool, f"tools[{i}]")
+        if error:
+            return error
+    names = [t["name"] for t in client_tools(tools)]
     choice = body.get("tool_choice")
     if choice is None or choice in ("none", "auto", "required"):
         return None
@@ -359,7 +410,7 @@ def reply_body(
     }
     if reasoning_on(body, model):
         out["thinking"] = {"type": "enabled", "budget_tokens": 1024}
-    tools = body.get("tools") or []
+    tools = client_tools(body.get("tools"))
     if tools:
         out["tools"] = [
             {"name": t["name"], "input_schema": t.get("parameters") or {"type": "object"}}

@@ -1,10 +1,11 @@
 """Shapes of the operator API's deployments (accounts/api/operator_deployments.py).
 
 Every field `manage.py add_deployment` takes has its name here (`--url` is `base_url`, `--model`
-is `models`, `--model-ids` is `model_ids`, `--max-tokens-param` / `--prompt-cache-key` are keys of
-`options`, `--bedrock-api-key` is `api_key` on a bedrock deployment, the service-account key file
-is `service_account_json`). Credentials are write-only: a response says whether a key is set and
-shows the hint the admin shows (`…` and its last 4 characters), never the key.
+is `models`, `--model-ids` is `model_ids`, `--max-tokens-param` / `--prompt-cache-key` /
+`--responses-api` are keys of `options`, `--bedrock-api-key` is `api_key` on a bedrock
+deployment, the service-account key file is `service_account_json`). Credentials are
+write-only: a response says whether a key is set and shows the hint the admin shows (`…` and its
+last 4 characters), never the key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rest_framework import serializers
 from accounts.api.serializers import StrictInputSerializer
 from catalog.deployment_services import Credentials
 from catalog.models import Deployment
-from catalog.platform_config import KINDS, OPTIONS
+from catalog.platform_config import KINDS, OPTIONS_HELP
 from core.cli import MAX_INT
 
 CREDENTIAL_FIELDS = (
@@ -27,9 +28,6 @@ CREDENTIAL_FIELDS = (
     "aws_secret_access_key",
     "aws_session_token",
     "service_account_json",
-)
-_OPTIONS_HELP = "Provider options of the openai kinds: " + "; ".join(
-    f"{name}: {' | '.join(values)}" for name, values in OPTIONS.items()
 )
 
 
@@ -50,7 +48,7 @@ class DeploymentSerializer(serializers.Serializer):
         help_text="Catalog model id → the id the provider knows it by, over the defaults.",
     )
     options = serializers.DictField(
-        child=serializers.CharField(), read_only=True, help_text=_OPTIONS_HELP
+        child=serializers.JSONField(), read_only=True, help_text=OPTIONS_HELP
     )
     weight = serializers.IntegerField(read_only=True)
     max_concurrency = serializers.IntegerField(read_only=True)
@@ -136,8 +134,10 @@ class DeploymentWriteSerializer(StrictInputSerializer):
         required=False,
         help_text="Catalog model id → the provider's id for it (default: the id after its /).",
     )
+    # Values as sent (strings, or true/false for responses_api): platform_config checks them
+    # by type, so "true" is not taken for true.
     options = serializers.DictField(
-        child=serializers.CharField(), required=False, help_text=_OPTIONS_HELP
+        child=serializers.JSONField(), required=False, help_text=OPTIONS_HELP
     )
     weight = _count("Share of the traffic among a model's deployments (default 1).")
     max_concurrency = _count("Requests in flight at once (default 100).")

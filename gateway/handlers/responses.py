@@ -28,6 +28,7 @@ from gateway.exchange import (
     OpenStream,
     UsageTracker,
 )
+from gateway.handlers import responses_relay
 from gateway.handlers.common import (
     HIGH_EFFORTS,
     OPENAI,
@@ -238,6 +239,9 @@ async def create_response(request: ApiRequest, send: Send) -> int:
         name = model_name(body)
         assert isinstance(body, dict)
         models = await model_chain(request, await snapshot(), key, name, FMT, body)
+        relayed = await responses_relay.plan(key, body, models)
+        if relayed is not None:  # to the provider's /responses as sent (responses_relay.py)
+            return await responses_relay.relay(request, send, scope, key, body, models, relayed)
         # The requested model, or for ezat/auto what its chain shares: a request valid for it
         # is valid for the models that may answer.
         model = models.primary

@@ -28,36 +28,36 @@ from gateway.limits.base import (
     RateLimited,
 )
 from gateway.limits.common import (
-    SETTLED_MARKER_SECONDS,
     Heartbeat,
     Lease,
     MoneySource,
     SeedRunner,
     SeedTicket,
     candidate_share,
-    day_id,
     fair_share_active_seconds,
     hold_ttl_seconds,
-    minute_window,
-    month_id,
     reseed_seconds,
-    retry_after,
     share_caps,
     slot_lease_seconds,
+)
+from gateway.limits.periods import TOTAL_PERIOD, day_id, minute_window, month_id, retry_after
+from gateway.limits.settlement import (
+    KEY_SIGN,
+    ORG_SIGN,
+    Book,
+    Hold,
+    Tally,
+    money_refusal,
+    seed,
+    settle,
+    settle_periods,
+    touches_money,
 )
 
 _ROOM, _FULL, _SHARE = 0, 1, 2
 
 # Purging expired holds is amortised: at most this many per admission, like the Lua script.
 _PURGE_BATCH = 256
-
-
-@dataclass(slots=True)
-class _Hold:
-    amount: int
-    key_id: int
-    expires: float
-    settled: bool = False  # a marker left by settle() so a second settle is a no-op
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class _OrgState:
     seeded_at: float = 0.0
     held: int = 0
     key_held: dict[int, int] = field(default_factory=dict)
-    holds: dict[str, _Hold] = field(default_factory=dict)
+    holds: dict[str, Hold] = field(default_factory=dict)
     expiry: list[tuple[float, str]] = field(default_factory=list)  # heap, lazily deleted
 
 
@@ -78,6 +78,12 @@ class _KeyMonth:
     charged: int = 0
     gen: int = 0
     seeded_at: float = 0.0
+
+    def tally(self) -> Tally:
+        return Tally(self.spent, self.charged)
+
+    def store(self, tally: Tally) -> None:
+        self.spent, self.charged = tally.value, tally.charged
 
 
 class LocalLimiter:
@@ -175,13 +181,18 @@ class LocalLimiter:
                 reseeds.append(
                     SeedTicket("key", req.key_id, month, km.charged, str(km.gen), "reseed")
                 )
-            cap = req.spend_cap_nano
-            if km is not None and km.spent is not None and cap is not None:
-                key_used = km.spent + org.key_held.get(req.key_id, 0)
-                if key_used + req.hold_nano > cap:
-                    raise InsufficientFunds("key_cap", rate_now, req.cap_period)
-            if req.hold_nano > org.base - org.held:
-                raise InsufficientFunds("org_balance", rate_now)
+            scope = money_refusal(
+                org.base,
+                org.held,
+                None if km is None else km.spent,
+                org.key_held.get(req.key_id, 0),
+                req.hold_nano,
+                req.spend_cap_nano,
+            )
+            if scope == "key_cap":
+                raise InsufficientFunds(scope, rate_now, req.cap_period)
+            if scope is not None:
+                raise InsufficientFunds(scope, rate_now)
 
         lease_end = now + slot_lease_seconds()
         conc: list[tuple[str, int]] = []
@@ -233,7 +244,7 @@ class LocalLimiter:
 
     # --- holds ------------------------------------------------------------------------------
     @staticmethod
-    def _release(org: _OrgState, hold: _Hold) -> None:
+    def _release(org: _OrgState, hold: Hold) -> None:
         org.held -= hold.amount
         left = org.key_held.get(hold.key_id, 0) - hold.amount
         if left > 0:
@@ -245,7 +256,7 @@ class LocalLimiter:
         previous = org.holds.get(rid)
         if previous is not None and not previous.settled:  # a re-admitted id replaces its hold
             self._release(org, previous)
-        org.holds[rid] = _Hold(amount, key_id, expires)
+        org.holds[rid] = Hold(amount, key_id, expires)
         org.held += amount
         org.key_held[key_id] = org.key_held.get(key_id, 0) + amount
         heapq.heappush(org.expiry, (expires, rid))
@@ -274,38 +285,42 @@ class LocalLimiter:
         deployment_id: int | None = None,
     ) -> None:
         self._release_leases(request_id, deployment_id)
-        if hold_nano <= 0 and cost_nano <= 0:
-            return  # free request: nothing was held, nothing to charge
+        if not touches_money(hold_nano, cost_nano):
+            return
         now = self._clock()
-        month = month_id(now)
+        month, day, total = settle_periods(now)
         with self._lock:
             org = self._orgs.setdefault(org_id, _OrgState())
-            hold = org.holds.get(request_id)
-            if hold is not None and hold.settled:
+            # The month's state is created by a charge; the day's and the total's exist only for
+            # keys capped that way (or a seed in flight for one): charged when present.
+            km, kd, kt = (self._months.get((key_id, p)) for p in (month, day, total))
+            entry = org.holds.get(request_id)
+            held_for = key_id if entry is None or entry.settled else entry.key_id
+            book = Book(
+                entry,
+                Tally(org.base, org.charged),
+                org.held,
+                org.key_held.get(held_for, 0),
+                Tally() if km is None else km.tally(),
+                None if kd is None else kd.tally(),
+                None if kt is None else kt.tally(),
+            )
+            after = settle(book, cost_nano, now)
+            if after is None:
                 return  # settled already: idempotent
-            if hold is not None:
-                self._release(org, hold)
-            marker = _Hold(0, key_id, now + SETTLED_MARKER_SECONDS, settled=True)
-            org.holds[request_id] = marker
-            heapq.heappush(org.expiry, (marker.expires, request_id))
-            if cost_nano > 0:
-                # `charged` moves even when the state is not seeded yet: a seed whose DB read is
-                # in flight subtracts it (see common.py).
-                org.charged += cost_nano
-                if org.base is not None:
-                    org.base -= cost_nano
-                km = self._months.setdefault((key_id, month), _KeyMonth())
-                km.charged += cost_nano
-                if km.spent is not None:
-                    km.spent += cost_nano
-                # Day and total states exist only for keys capped that way (or a seed in
-                # flight for one): charged when present, like the Redis script.
-                for other in (day_id(now), "total"):
-                    state = self._months.get((key_id, other))
-                    if state is not None:
-                        state.charged += cost_nano
-                        if state.spent is not None:
-                            state.spent += cost_nano
+            assert after.entry is not None
+            org.holds[request_id] = after.entry
+            heapq.heappush(org.expiry, (after.entry.expires, request_id))
+            org.base, org.charged, org.held = after.org.value, after.org.charged, after.held
+            if after.key_held > 0:
+                org.key_held[held_for] = after.key_held
+            else:
+                org.key_held.pop(held_for, None)
+            if after.month != book.month:
+                self._months.setdefault((key_id, month), _KeyMonth()).store(after.month)
+            for state, tally in ((kd, after.day), (kt, after.total)):
+                if state is not None and tally is not None:
+                    state.store(tally)
 
     # --- seeding ----------------------------------------------------------------------------
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
@@ -320,14 +335,15 @@ class LocalLimiter:
                 current = None if state is None else state.spent
             if state is None or str(state.gen) != ticket.gen:
                 return False
-            if (ticket.mode == "init") != (current is None):
+            sign = ORG_SIGN if isinstance(state, _OrgState) else KEY_SIGN
+            after = seed(Tally(current, state.charged), value, ticket.charged, ticket.mode, sign)
+            if after is None:
                 return False  # init: someone seeded first; reseed: state vanished
-            delta = max(0, state.charged - ticket.charged)
             if isinstance(state, _OrgState):
-                state.base = value - delta
+                state.base = after.value
             else:
-                state.spent = value + delta
-            state.charged = delta
+                state.spent = after.value
+            state.charged = after.charged
             state.gen += 1
             state.seeded_at = now
             return True
@@ -528,13 +544,13 @@ class LocalLimiter:
             month, day = month_id(now), day_id(now)
             if month != self._current_month or day != self._current_day:
                 self._current_month, self._current_day = month, day
-                keep = (month, day, "total")
+                keep = (month, day, TOTAL_PERIOD)
                 self._months = {k: m for k, m in self._months.items() if k[1] in keep}
 
     def _period(self, period: str) -> str:
         """The current id of a cap period (kept current by _prune, like the minute)."""
         if period == "day":
             return self._current_day
-        if period == "total":
-            return "total"
+        if period == TOTAL_PERIOD:
+            return TOTAL_PERIOD
         return self._current_month

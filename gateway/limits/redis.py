@@ -33,7 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry as SyncRetry
 
 from core.redis_clients import cluster_mode, sync_client, tag
-from gateway.limits import scripts
+from gateway.limits import scripts, settlement
 from gateway.limits.base import (
     AdmitRequest,
     Admitted,
@@ -48,28 +48,21 @@ from gateway.limits.base import (
 from gateway.limits.common import (
     ERRORS,
     FAIL_OPEN,
-    SETTLED_MARKER_SECONDS,
-    TOTAL_PERIOD,
     Heartbeat,
     Lease,
     MoneySource,
     SeedRunner,
     SeedTicket,
     candidate_share,
-    day_id,
     failopen_rpm,
     fair_share_active_seconds,
     hold_ttl_seconds,
-    month_id,
-    month_ttl_seconds,
-    period_id,
-    period_ttl_seconds,
     reseed_seconds,
-    retry_after,
     share_caps,
     slot_lease_seconds,
 )
 from gateway.limits.local import LocalLimiter
+from gateway.limits.periods import month_ttl_seconds, period_id, period_ttl_seconds, retry_after
 from gateway.limits.resp import RespClient, ScriptRef
 
 logger = logging.getLogger("gateway.limits")
@@ -392,6 +385,7 @@ class RedisLimiter:
         return Admitted(RateInfo(limit, max(0, limit - count), reset_at), deployment, balance)
 
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
+        # scripts.SEED is settlement.seed (the correction's sign: "-" for an org's base)
         if ticket.scope == "org":
             key, fld, sign, ttl = self._org_keys(ticket.ident)[0], "base", "-", 0
         else:
@@ -424,25 +418,25 @@ class RedisLimiter:
         if lease is not None:
             where = deployment_id if deployment_id is not None else lease.deployment_id
             lease_keys, _ = self._lease_keys(request_id, lease, where)
-        if hold_nano <= 0 and cost_nano <= 0:
+        if not settlement.touches_money(hold_nano, cost_nano):
             if lease_keys:
                 await self._release(request_id, org_id, lease_keys, "settle")
             return
         wall = self._wall()
-        month = month_id(wall)
-        # The leases go in the same script: one round trip at the end of a request. The day
-        # and total states are charged only where they exist (keys capped that way).
+        month, day, total = settlement.settle_periods(wall)
+        # scripts.SETTLE is settlement.settle on Redis's storage. The leases go in the same
+        # script: one round trip at the end of a request.
         keys = [
             *self._org_keys(org_id),
             self._kmon_key(key_id, month),
-            self._kmon_key(key_id, day_id(wall)),
-            self._kmon_key(key_id, TOTAL_PERIOD),
+            self._kmon_key(key_id, day),
+            self._kmon_key(key_id, total),
             *lease_keys,
         ]
         args = [
             request_id,
             max(0, cost_nano),
-            int(SETTLED_MARKER_SECONDS * 1000),
+            int(settlement.SETTLED_MARKER_SECONDS * 1000),
             month_ttl_seconds(month, wall),
             self._now_arg(),
             org_id,

@@ -7,6 +7,11 @@ benchmark machine against ~30 µs for this client. A burst of 1,000 streams also
 open hundreds of pooled connections; here every call of a process shares one connection,
 pipelined (Redis answers in order), so a burst costs one socket and few system calls.
 
+Commands are coalesced (issue 35 item 2): the commands queued within one event-loop turn (the
+admissions and settlements of every request the loop is serving at that moment) leave in ONE
+write at the end of the turn, and Redis reads them in one read and answers them in one write;
+the replies resolve their callers in order. At C=1 that is still one write per command.
+
 Scope, deliberately small: RESP2 over TCP (`redis://` URLs with optional user, password and
 db). Anything else (`rediss://`, unix sockets) keeps redis-py (see `RespClient.supports`). The
 errors raised are redis-py's (ConnectionError, TimeoutError, ResponseError), so the limiter's
@@ -53,14 +58,39 @@ def _pack_any(parts: tuple[object, ...]) -> bytes:
     return b"".join(out)
 
 
+class WriteCounter:
+    """Transport writes made (tests and the benchmark count them against commands sent)."""
+
+    writes = 0
+
+
 class _Protocol(asyncio.Protocol):
     """One connection: replies resolve the oldest waiting future (RESP is in order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, counter: WriteCounter | None = None) -> None:
         self.transport: asyncio.Transport | None = None
+        self.counter = counter
         self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
         self.reader = hiredis.Reader(encoding="utf-8")
         self.lost: BaseException | None = None
+        # Commands queued in this loop turn, written together by flush() (scheduled once).
+        self.pending: list[bytes] = []
+        self.flush_scheduled = False
+
+    def queue(self, command: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        self.pending.append(command)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        pending, self.pending = self.pending, []
+        if not pending or self.lost is not None or self.transport is None:
+            return  # lost meanwhile: fail() has failed every waiter of these commands
+        self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        if self.counter is not None:
+            self.counter.writes += 1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, only alike.
@@ -87,6 +117,7 @@ class _Protocol(asyncio.Protocol):
     def fail(self, exc: BaseException) -> None:
         if self.lost is None:
             self.lost = exc
+        self.pending.clear()
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
@@ -104,10 +135,12 @@ def _reply_error(message: str) -> ResponseError:
     return ResponseError(message)
 
 
-class RespClient:
+class RespClient(WriteCounter):
     """Pipelined calls over one lazily opened connection, bound to the running event loop."""
 
-    def __init__(self, url: str, *, socket_timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self, url: str, *, socket_timeout: float, connect_timeout: float, coalesce: bool = True
+    ) -> None:
         options = parse_url(url)
         self._host = str(options.get("host") or "127.0.0.1")
         self._port = int(options.get("port") or 6379)
@@ -118,6 +151,8 @@ class RespClient:
         self._connect_timeout = connect_timeout
         self._conn: _Protocol | None = None
         self._connecting: asyncio.Future[_Protocol] | None = None
+        # False: every command is written on its own at once (the benchmark's "before").
+        self.coalesce = coalesce
         self.commands_sent = 0  # for tests: round trips per operation
         self.connections_opened = 0
 
@@ -145,7 +180,11 @@ class RespClient:
         waiter: asyncio.Future[Any] = loop.create_future()
         conn.waiters.append(waiter)
         assert conn.transport is not None
-        conn.transport.write(command)
+        if self.coalesce:
+            conn.queue(command, loop)
+        else:
+            conn.transport.write(command)
+            self.writes += 1
         self.commands_sent += 1
         timer = loop.call_later(self._timeout, _expire, conn, waiter, self._timeout)
         waiter.add_done_callback(lambda _: timer.cancel())
@@ -166,7 +205,9 @@ class RespClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout):
-                _, conn = await loop.create_connection(_Protocol, self._host, self._port)
+                _, conn = await loop.create_connection(
+                    lambda: _Protocol(self), self._host, self._port
+                )
             self.connections_opened += 1
         except TimeoutError as exc:
             raise RedisTimeoutError("timed out connecting to redis") from exc

@@ -178,6 +178,7 @@ if hold > 0 then
     redis.call('HSET', kmon, 'seeded_at', now)
     flags[4], flags[5], flags[6] = 1, tonumber(k[2]) or 0, k[3] or ''
   end
+  -- the money check: settlement.money_refusal
   local held = tonumber(o[2]) or 0
   local kheld = tonumber(o[3]) or 0
   if cap ~= '' and tonumber(k[1]) + kheld + hold > tonumber(cap) then
@@ -261,7 +262,8 @@ return reply(0, chosen, balance)
 # The month's state is always charged (created if missing); the day's and the total's only when
 # they exist: they exist for keys capped per day or in total (an initial seed creates the hash,
 # with its gen, before it reads the database, so a seed in flight is never missed).
-# Returns 1 settled, 0 no-op.
+# Returns 1 settled, 0 no-op. The arithmetic is settlement.settle's (tests/limits/
+# test_limits_settlement.py runs one table through this script and through that function).
 SETTLE = (
     _PRELUDE
     + """
@@ -302,7 +304,7 @@ return 1
 
 # KEYS: the state hash. ARGV: field ("base" | "spent"), DB value, c0, gen, mode ("init" |
 # "reseed"), sign of the correction ("-" for base, "" for spent), ttl s (0 = none), now ms.
-# value = db ∓ (charged − c0), written only if gen is unchanged (see common.py).
+# value = db ∓ (charged − c0), written only if gen is unchanged (see common.py): settlement.seed.
 SEED = (
     _PRELUDE
     + """

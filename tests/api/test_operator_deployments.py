@@ -136,6 +136,15 @@ def test_a_created_deployment_is_routed_by_the_next_snapshot(as_root: APIClient)
     assert route.deployment.options == {"max_tokens_param": "max_tokens"}
 
 
+def test_the_responses_api_option_is_a_boolean(as_root: APIClient) -> None:
+    body = openai_body(options={"responses_api": True, "prompt_cache_key": "client"})
+    created = as_root.post(URL, body, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["options"] == {"responses_api": True, "prompt_cache_key": "client"}
+    [route] = build_snapshot().by_name[GPT].routes
+    assert route.deployment.options["responses_api"] is True
+
+
 def test_claude_platform_fields(as_root: APIClient) -> None:
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     bedrock = as_root.post(
@@ -185,6 +194,8 @@ def _refusal(client: APIClient, method: str, path: str, body: dict[str, Any]) ->
         ({"region": "us-east-1"}, "region", "does not apply"),
         ({"options": {"nope": "x"}}, "options", "unknown option 'nope'"),
         ({"options": {"max_tokens_param": "n"}}, "options", "max_tokens_param: must be one of"),
+        ({"options": {"responses_api": "true"}}, "options", "responses_api: must be one of"),
+        ({"options": {"responses_api": 1}}, "options", "responses_api: must be one of"),
         ({"weight": 0}, "weight", "greater than or equal to 1"),
         ({"fair_share": 2}, "fair_share", "less than or equal to 1"),
         ({"api_key": "  "}, "api_key", "may not be blank"),

@@ -205,6 +205,16 @@ def test_admin_revokes_management_keys(world: World, operator: Client) -> None:
     assert ManagementKey.objects.get(pk=other.pk).revoked_at is None
 
 
+def test_the_options_help_names_every_provider_option(
+    operator: Client, deployment: Deployment
+) -> None:
+    from catalog.platform_config import OPTIONS
+
+    html = _html(operator.get(reverse("admin:catalog_deployment_change", args=[deployment.pk])))
+    for name in OPTIONS:  # responses_api among them: the relay's switch (docs/providers.md)
+        assert name in html, name
+
+
 def test_provider_key_is_write_only(operator: Client, deployment: Deployment) -> None:
     change = reverse("admin:catalog_deployment_change", args=[deployment.pk])
     for url in (reverse("admin:catalog_deployment_changelist"), change):

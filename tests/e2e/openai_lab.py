@@ -16,6 +16,7 @@ from tests.e2e.conftest import SIM_KEYS, Key, Stack
 from tests.e2e.routing_lab import wait_for_model
 
 CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 
 
 @dataclass
@@ -29,13 +30,23 @@ class OpenAILab:
     def chat_requests(self) -> list[dict[str, Any]]:
         return [r for r in self.stack.sim.requests() if r["path"] == CHAT_PATH]
 
+    def responses_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.stack.sim.requests() if r["path"] == RESPONSES_PATH]
+
     def messages_requests(self) -> list[dict[str, Any]]:
         return [r for r in self.stack.sim.requests() if r["path"].startswith("/v1/messages")]
 
 
 def make_openai_lab(
-    stack: Stack, *, server_model: str = "gpt-sim", deployments: int = 1, **model: Any
+    stack: Stack,
+    *,
+    server_model: str = "gpt-sim",
+    deployments: int = 1,
+    options: dict[str, Any] | None = None,
+    **model: Any,
 ) -> OpenAILab:
+    """`options`: the deployments' provider options (`{"responses_api": True}` relays the
+    Responses API to the simulator's /v1/responses)."""
     from django.db import transaction
 
     from catalog.models import Model
@@ -62,6 +73,7 @@ def make_openai_lab(
                 api_key=SIM_KEYS[0],
                 model_ids=[model_id],
                 platform_model_ids={model_id: server_model},
+                options=options,
             )
             names.append(dep.name)
     key = stack.new_key()

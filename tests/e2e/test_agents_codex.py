@@ -199,3 +199,30 @@ def test_codex_exec_on_a_gpt_like_model(e2e: Stack, tmp_path: Path) -> None:
     records = e2e.usage(org_id=lab.key.org_id)
     assert len(records) == len(chats), "every call billed, once"
     assert all(r.status == "ok" and r.model_id == lab.model and r.cost_nano > 0 for r in records)
+
+
+def test_codex_exec_on_a_gpt_like_model_relayed_to_responses(e2e: Stack, tmp_path: Path) -> None:
+    """The same loop on a deployment that has /responses (`"responses_api": true`, issue 30
+    item 5): Codex's Responses requests are relayed to the simulator's /v1/responses as sent
+    (model renamed, its hosted web_search left out), never translated to Chat Completions, and
+    every call is billed once at the GPT-like model."""
+    from tests.e2e.openai_lab import make_openai_lab
+
+    lab = make_openai_lab(e2e, options={"responses_api": True})
+    script(e2e, STEPS, MATCH, path="responses")
+    done = run_codex(e2e, lab.key, tmp_path, PROMPT, model=lab.model)
+    assert done.returncode == 0, f"codex exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert DONE_TEXT in done.stdout
+    assert (tmp_path / "work" / NOTES).read_text().strip() == PATCHED
+    calls = lab.responses_requests()
+    loop = [c for c in calls if MATCH in json.dumps(c["body"], separators=(",", ":"))]
+    assert len(loop) == len(STEPS) + 1
+    assert all(c["status"] == "200" for c in calls), [c["status"] for c in calls]
+    assert lab.chat_requests() == [] and lab.messages_requests() == []
+    first = loop[0]["body"]
+    assert first["model"] == lab.server_model and first["stream"] is True
+    assert not any("web_search" in str(t.get("type")) for t in first["tools"])
+    assert any(t.get("type") == "namespace" for t in first["tools"])  # as Codex sent it
+    records = e2e.usage(org_id=lab.key.org_id)
+    assert len(records) == len(calls), "every call billed, once"
+    assert {r.model_id for r in records} == {lab.model}

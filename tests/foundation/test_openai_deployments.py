@@ -151,9 +151,53 @@ def test_azure_endpoint_gets_the_v1_path_and_needs_a_key(gpt6: str) -> None:
             PlatformConfig("anthropic", base_url="http://h", api_key="k", options={"a": "b"}),
             "options",
         ),
+        # responses_api is a JSON boolean: neither the string nor 1 passes for true.
+        (
+            PlatformConfig("openai", base_url="http://h/v1", options={"responses_api": "true"}),
+            "options.responses_api",
+        ),
+        (
+            PlatformConfig("openai", base_url="http://h/v1", options={"responses_api": 1}),
+            "options.responses_api",
+        ),
+        (
+            PlatformConfig(
+                "anthropic", base_url="http://h", api_key="k", options={"responses_api": True}
+            ),
+            "options",
+        ),
     ],
 )
 def test_bad_openai_configs_name_their_field(config: PlatformConfig, field: str) -> None:
     with pytest.raises(PlatformConfigError) as caught:
         check(config)
     assert caught.value.field == field
+
+
+def test_responses_api_option_from_the_command_line(gpt6: str) -> None:
+    args = ["v", "--kind", "openai", "--url", "http://127.0.0.1:9/v1", "--model", gpt6]
+    run("add_deployment", *args, "--responses-api")
+    route = build_snapshot().by_name[gpt6].routes[0]
+    assert route.deployment.options == {"responses_api": True}
+    run("add_deployment", *args)  # an update says again what it wants: translated
+    assert build_snapshot().by_name[gpt6].routes[0].deployment.options == {}
+    with pytest.raises(CommandError, match="--responses-api is for openai"):
+        run(
+            "add_deployment",
+            "a",
+            "--url",
+            "http://127.0.0.1:9",
+            "--api-key",
+            "k",
+            "--responses-api",
+        )
+
+
+def test_responses_api_option_checked_and_kept_as_a_boolean() -> None:
+    config = check(
+        PlatformConfig("openai", base_url="http://h/v1", options={"responses_api": False})
+    )
+    assert config.options == {"responses_api": False}
+    config = check(PlatformConfig("azure-openai", base_url="https://r", api_key="k",
+                                  options={"responses_api": True}))  # fmt: skip
+    assert config.options["responses_api"] is True

@@ -217,7 +217,58 @@ CASES: list[tuple[str, dict[str, Any], str, str | None]] = [
         "integer_below_min_value",
     ),
     ("no input", {}, "input", "missing_required_parameter"),
+    (
+        "unknown tool type",
+        {"input": "x", "tools": [{"type": "bash"}]},
+        "tools[0].type",
+        "invalid_value",
+    ),
+    (
+        "hosted tool in a namespace",
+        {
+            "input": "x",
+            "tools": [
+                {
+                    "type": "namespace",
+                    "name": "ns",
+                    "description": "d",
+                    "tools": [{"type": "web_search"}],
+                }
+            ],
+        },
+        "tools[0].tools[0].type",
+        "invalid_value",
+    ),
+    (
+        "unknown key of a custom tool",
+        {"input": "x", "tools": [{"type": "custom", "name": "p", "parameters": {}}]},
+        "tools[0].parameters",
+        "unknown_parameter",
+    ),
 ]
+
+
+def test_every_tool_type_of_the_api_is_taken(sim: SimulatorThread) -> None:
+    """What Codex and the Agents SDK send (openai-python `types/responses/tool_param.py`):
+    function, custom and namespace tools and the hosted ones, which the API runs itself."""
+    tools = [
+        {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": None,
+         "defer_loading": False},
+        {"type": "custom", "name": "apply_patch", "description": "d",
+         "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+        {"type": "namespace", "name": "ns", "description": "d",
+         "tools": [{"type": "function", "name": "g", "parameters": {"type": "object"}}]},
+        {"type": "web_search"},
+        {"type": "tool_search", "execution": "client"},
+    ]  # fmt: skip
+    body = {
+        "model": "gpt-sim",
+        "input": "x",
+        "tools": tools,
+        "tool_choice": {"type": "function", "name": "ns__g"},
+    }
+    response = post(sim, body, key=API_KEY, path=PATH)
+    assert response.status_code == 200, response.text
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ class Command(BaseCommand):
         "  vertex:    NAME --kind vertex --project P --region R "
         "[--service-account-file F] [--url U]\n"
         "  openai:    NAME --kind openai --url BASE [--api-key K] --model ID [--model ID …] "
-        "[--model-ids JSON] [--max-tokens-param max_tokens]\n"
+        "[--model-ids JSON] [--max-tokens-param max_tokens] [--responses-api]\n"
         "  azure-openai: NAME --kind azure-openai --url ENDPOINT --api-key K --model ID …\n"
         "openai: BASE is the OpenAI SDK's base_url (it ends in /v1); no --api-key = no auth "
         "header (vLLM, Ollama). A model's server name is its id after the first / unless "
@@ -53,6 +53,13 @@ class Command(BaseCommand):
             choices=OPTIONS["max_tokens_param"],
             help="openai kinds: the name the server takes the output limit by "
             "(default max_completion_tokens)",
+        )
+        parser.add_argument(
+            "--responses-api",
+            action="store_true",
+            default=None,
+            help="openai kinds: the server has the Responses API (/responses); Responses "
+            "requests are relayed to it instead of translated to Chat Completions",
         )
         parser.add_argument("--region", default="")
         parser.add_argument("--project", default="")
@@ -85,7 +92,7 @@ class Command(BaseCommand):
         bedrock_key = str(options["bedrock_api_key"] or "").strip()
         if kind in ("anthropic", "azure-openai") and not api_key:
             raise CommandError("--api-key must not be empty")
-        for flag in ("max_tokens_param", "prompt_cache_key"):
+        for flag in ("max_tokens_param", "prompt_cache_key", "responses_api"):
             if options[flag] and kind not in OPENAI_KINDS:
                 name = "--" + flag.replace("_", "-")
                 raise CommandError(f"{name} is for openai and azure-openai deployments")
@@ -159,9 +166,16 @@ class Command(BaseCommand):
             )
 
 
-def _provider_options(options: dict[str, object]) -> dict[str, str]:
+def _provider_options(options: dict[str, object]) -> dict[str, str | bool]:
     """Deployment.options from the command line: only what was given."""
-    return {name: str(options[name]) for name in OPTIONS if options.get(name)}
+    given: dict[str, str | bool] = {
+        name: str(options[name])
+        for name in ("max_tokens_param", "prompt_cache_key")
+        if options[name]
+    }
+    if options["responses_api"]:
+        given["responses_api"] = True
+    return given
 
 
 # DeploymentInputError's field → the option that sets it.

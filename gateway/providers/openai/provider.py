@@ -6,7 +6,9 @@ A Messages call (the internal dialect, gateway/dialect.py) is translated to Chat
 (request.py), and the answer back to Anthropic events or a Message (stream.py, reply.py), so
 every client API and every gateway rule (holds, caps, routing, the request log) works on these
 models unchanged. Chat Completions clients are not translated at all: they are relayed
-(gateway/handlers/chat_relay.py). count_tokens is answered here, without a call (tokens.py).
+(gateway/handlers/chat_relay.py), and so are Responses clients where the deployment has
+`/responses` (gateway/handlers/responses_relay.py). count_tokens is answered here, without a
+call (tokens.py).
 
 Wire facts (docs/providers.md, with sources):
 - `POST {base}/chat/completions`; `Authorization: Bearer KEY`, or no auth header for a keyless
@@ -29,6 +31,11 @@ from gateway.providers.openai.errors import provider_error
 from gateway.providers.openai.relay import RelayDecoder, RelayState
 from gateway.providers.openai.reply import to_message
 from gateway.providers.openai.request import ChatRequest, ChatTarget, UntranslatableRequest, to_chat
+from gateway.providers.openai.responses_relay import (
+    RESPONSES_PATH,
+    ResponsesRelayDecoder,
+    ResponsesRelayState,
+)
 from gateway.providers.openai.stream import ChatStreamDecoder
 
 CHAT_PATH = "/chat/completions"
@@ -74,6 +81,9 @@ class OpenAIProvider:
             # A relayed Chat Completions call (gateway/handlers/chat_relay.py): the body is the
             # client's, already made ready for this route.
             return ProviderRequest(CHAT_PATH, headers, body, RelayState(len(body) // 4))
+        if path == RESPONSES_PATH:
+            # A relayed Responses call (gateway/handlers/responses_relay.py), likewise.
+            return ProviderRequest(path, headers, body, ResponsesRelayState(len(body) // 4))
         try:
             translated = to_chat(orjson.loads(body), chat_target(deployment, route, tenant))
         except UntranslatableRequest as exc:
@@ -92,9 +102,11 @@ class OpenAIProvider:
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError:
         return provider_error(status, headers, payload)
 
-    def decoder(self, state: ChatRequest | RelayState) -> StreamDecoder:
+    def decoder(self, state: ChatRequest | RelayState | ResponsesRelayState) -> StreamDecoder:
         if isinstance(state, RelayState):
             return RelayDecoder(state.input_estimate)
+        if isinstance(state, ResponsesRelayState):
+            return ResponsesRelayDecoder(state.input_estimate)
         return ChatStreamDecoder(
             model=str(state.body.get("model")),
             tool_names=state.tool_names,
@@ -102,8 +114,10 @@ class OpenAIProvider:
             input_estimate=state.input_estimate,
         )
 
-    def json_reply(self, path: str, payload: bytes, state: ChatRequest | RelayState) -> bytes:
-        if isinstance(state, RelayState):
+    def json_reply(
+        self, path: str, payload: bytes, state: ChatRequest | RelayState | ResponsesRelayState
+    ) -> bytes:
+        if isinstance(state, RelayState | ResponsesRelayState):
             return payload
         try:
             reply = orjson.loads(payload)

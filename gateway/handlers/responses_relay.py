@@ -1,0 +1,480 @@
+"""POST /openai/v1/responses on OpenAI-kind models whose deployments have `/responses`: the
+request relayed, not translated (issue 30 item 5).
+
+Relayed when every model of the chain is OpenAI-kind and every route's deployment says it has
+the Responses API (`"responses_api": true` in Deployment.options; catalog/platform_config.py).
+The body goes to `{base}/responses` as the client sent it, with the model renamed to the
+server's name, EZAT's own `models` list left out, `prompt_cache_key` derived from the session
+when absent (as on the Chat relay), and the hosted tools the provider runs and bills per call
+(web search, file search, code interpreter, image generation: https://openai.com/api/pricing/)
+left out and named in `x-ezat-dropped-tools`, as on the translated path: EZAT has no price for
+them, and file search and code interpreter would reach the gateway's own provider account's
+vector stores and containers. The answer comes back as the provider sent it, model renamed.
+
+State (docs/providers.md, "Relayed Responses"):
+- a response the relay answered with `store` not false is recorded as a stored response of the
+  org (gateway/stored_responses.py) with the deployment that answered; a `previous_response_id`
+  naming it is relayed to that deployment only (the provider keeps the conversation), and is a
+  clear 400 when the deployment does not serve the chain with `/responses` (any more);
+- a `previous_response_id` EZAT stored itself, or one this org does not have, goes the
+  translated way as before (gateway/handlers/responses.py: continued, or 404);
+- requests naming other state of the provider's (`conversation`, `item_reference` items,
+  reasoning items by id, `background`) go the translated way too, which serves or refuses
+  them: the provider's store is shared by every org behind one key, so an id is only followed
+  where EZAT knows it is this org's.
+
+Usage is the provider's (gateway/providers/openai/responses_relay.py `usage_of`), billed once,
+when the final event arrives and before it goes out. A `response.failed` is passed on, billed
+only for the usage it reports (none, usually: the provider bills a failed generation no more).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import aclosing
+from typing import Any
+
+import orjson
+
+from accounts.keycache import KeyInfo
+from catalog.platform_config import OPENAI_KINDS
+from catalog.snapshot import ModelInfo, Route
+from gateway import stored_responses
+from gateway.chain import Candidate, ModelChain, Prepared
+from gateway.errors import GatewayError
+from gateway.exchange import STREAM_FAILURES, ClientGone, Exchange, OpenStream
+from gateway.handlers.common import (
+    HIGH_EFFORTS,
+    OPENAI,
+    RequestScope,
+    answer_headers,
+    committed_headers,
+    input_estimate,
+    stream_headers,
+)
+from gateway.http import (
+    JSON_CT,
+    SSE_HEADERS,
+    ApiRequest,
+    Headers,
+    Send,
+    StreamWriter,
+    base_headers,
+    send_response,
+)
+from gateway.protocols.media import MediaTally
+from gateway.protocols.openai_responses.inbound import references
+from gateway.protocols.openai_responses.outbound import error_code
+from gateway.providers.openai.cache_key import derives_cache_key, tenant_cache_key
+from gateway.providers.openai.relay import rename_model
+from gateway.providers.openai.responses_relay import (
+    FINISH,
+    RESPONSES_PATH,
+    ResponsesRelayDecoder,
+    failure_events,
+    usage_of,
+)
+from gateway.routing import session_key
+from gateway.usage import UsageTracker
+
+FMT = OPENAI
+API = "responses"
+PING = b": ping\n\n"
+OPTION = "responses_api"
+# Hosted tools the provider runs and bills per call or per container (https://openai.com/api/
+# pricing/, "Built-in tools"): left out of the relayed body, named in x-ezat-dropped-tools.
+HOSTED_TOOLS = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_2025_08_26",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+    }
+)
+# Provider state EZAT cannot check belongs to this org: these requests are not relayed.
+_STATEFUL = ("background", "conversation")
+# What only EZAT reads: never sent to the provider.
+_EZAT_FIELDS = ("models",)
+
+
+def relay_route(route: Route) -> bool:
+    deployment = route.deployment
+    return deployment.kind in OPENAI_KINDS and deployment.options.get(OPTION) is True
+
+
+@dataclasses.dataclass(slots=True)
+class RelayPlan:
+    """The models that may answer a relayed request, and what a continuation adds to it."""
+
+    models: list[ModelInfo]
+    context_tokens: int = 0  # the provider-kept conversation a previous_response_id expands to
+
+
+async def plan(key: KeyInfo, body: dict[str, Any], chain: ModelChain) -> RelayPlan | None:
+    """The relay's plan for this request, or None: translate it (gateway/handlers/responses.py).
+    Raises the 4xx of a relayed conversation that cannot be continued here."""
+    if not any(relay_route(r) for m in chain.models for r in m.routes):
+        return None  # nothing relays; a relayed previous_response_id is refused when looked up
+    previous = body.get("previous_response_id")
+    if isinstance(previous, str) and previous:
+        found = await stored_responses.contexts(key.org_id, [previous])
+        pin = (found.get(previous) or {}).get("relayed")
+        if not isinstance(pin, dict):
+            return None  # EZAT's own stored response, or none of this org's: translated
+        if references(body):
+            # The provider would resolve them from a store every org shares.
+            raise GatewayError(
+                400,
+                "input: items named by id (item_reference, reasoning without "
+                "encrypted_content) are not followed in a relayed conversation; send them in "
+                "full, or rely on previous_response_id",
+                param="input",
+            )
+        return _pinned(chain, previous, pin)
+    if any(body.get(name) for name in _STATEFUL) or references(body):
+        return None
+    if all(m.routes and all(relay_route(r) for r in m.routes) for m in chain.models):
+        return RelayPlan(list(chain.models))
+    return None
+
+
+def _pinned(chain: ModelChain, previous: str, pin: dict[str, Any]) -> RelayPlan:
+    """The chain's models on the deployment that keeps the conversation, and nowhere else."""
+    deployment_id = pin.get("deployment_id")
+    models = []
+    for model in chain.models:
+        routes = tuple(
+            r for r in model.routes if r.deployment.id == deployment_id and relay_route(r)
+        )
+        if routes:
+            models.append(dataclasses.replace(model, routes=routes))
+    if not models:
+        raise GatewayError(
+            400,
+            f"previous_response_id: response {previous!r} is kept by the provider behind "
+            f"deployment {pin.get('deployment')!r}, which does not serve {chain.name!r} with the "
+            "Responses API; send the conversation as input",
+            param="previous_response_id",
+        )
+    tokens = pin.get("tokens")
+    return RelayPlan(models, tokens if type(tokens) is int and tokens > 0 else 0)
+
+
+# -- the request ---------------------------------------------------------------------------------
+
+
+def _checked(body: dict[str, Any], model: ModelInfo, continued: bool) -> int:
+    """What EZAT itself needs of the body (the provider checks the rest): the output limit the
+    hold is sized by."""
+    raw = body.get("input")
+    if raw is None and not continued:
+        raise GatewayError(400, "input: required", param="input")
+    if raw is not None and not isinstance(raw, str | list):
+        raise GatewayError(400, "input: must be a string or an array", param="input")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise GatewayError(400, "stream: must be true or false", param="stream")
+    limit = body.get("max_output_tokens")
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise GatewayError(
+            400, "max_output_tokens: must be a positive integer", param="max_output_tokens"
+        )
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise GatewayError(400, "tools: must be an array", param="tools")
+    return min(limit or model.max_output_tokens, model.max_output_tokens)
+
+
+def _media(body: dict[str, Any], model: ModelInfo) -> MediaTally:
+    """The images and files of the input, for the hold: each at its worst case (the provider
+    fetches URLs itself)."""
+    media = MediaTally()
+    raw = body.get("input")
+    for item in raw if isinstance(raw, list) else ():
+        content = item.get("content") if isinstance(item, dict) else None
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "input_image":
+                media.add_image(model.media, None)
+                url = part.get("image_url")
+                if isinstance(url, str) and url.startswith("data:"):
+                    media.payload_chars += len(url)
+            elif kind == "input_file":
+                media.unsized_documents += 1
+                data = part.get("file_data")
+                if isinstance(data, str):
+                    media.payload_chars += len(data)
+    return media
+
+
+def _session(request: ApiRequest, body: dict[str, Any]) -> str:
+    """`x-ezat-session` › `prompt_cache_key` › the instructions and the first input item."""
+    key = body.get("prompt_cache_key")
+    raw = body.get("input")
+    first = raw[0] if isinstance(raw, list) and raw else raw
+    if isinstance(first, str):
+        first = {"role": "user", "content": first}
+    identity = {"system": body.get("instructions"), "messages": [first] if first else []}
+    return session_key(
+        request.headers.get("x-ezat-session"), key if isinstance(key, str) else None, identity
+    )
+
+
+def _dropped(body: dict[str, Any]) -> list[str]:
+    kinds = [t.get("type") for t in body.get("tools") or () if isinstance(t, dict)]
+    return sorted({str(k) for k in kinds if k in HOSTED_TOOLS})
+
+
+class _Relay:
+    """The relayed body per route, and what the answer needs of the request."""
+
+    __slots__ = ("base", "cache_key", "store", "stream")
+
+    def __init__(self, body: dict[str, Any], cache_key: str) -> None:
+        base = {k: v for k, v in body.items() if k not in _EZAT_FIELDS}
+        tools = base.get("tools")
+        if tools:
+            base["tools"] = [
+                t for t in tools if not (isinstance(t, dict) and t.get("type") in HOSTED_TOOLS)
+            ]
+        self.base = base
+        self.stream = bool(body.get("stream"))
+        self.store = body.get("store") is not False  # OpenAI stores unless told not to
+        self.cache_key = cache_key
+
+    def body_for(self, route: Route) -> bytes:
+        sent = dict(self.base)
+        sent["model"] = route.upstream_model_id
+        if "prompt_cache_key" not in sent and derives_cache_key(route.deployment):
+            sent["prompt_cache_key"] = self.cache_key
+        return orjson.dumps(sent)
+
+
+async def relay(
+    request: ApiRequest,
+    send: Send,
+    scope: RequestScope,
+    key: KeyInfo,
+    body: dict[str, Any],
+    chain: ModelChain,
+    relayed_plan: RelayPlan,
+) -> int:
+    models = relayed_plan.models
+    continued = bool(body.get("previous_response_id"))
+    max_tokens = _checked(body, models[0], continued)
+    size = len(request.body)
+    context = relayed_plan.context_tokens
+
+    def estimate(model: ModelInfo) -> int:
+        return input_estimate(size, _media(body, model), model) + context
+
+    reasoning = body.get("reasoning")
+    effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+    candidates = [
+        Candidate(
+            m,
+            chain.response_name(m),
+            estimate=estimate(m),
+            max_tokens=min(max_tokens, m.max_output_tokens),
+        )
+        for m in models
+    ]
+    exchange = Exchange(
+        api=API,
+        request_id=request.request_id,
+        key=key,
+        model=candidates[0].model,
+        model_name=chain.name,
+        stream=bool(body.get("stream")),
+        session=_session(request, body),
+        high_effort=effort in HIGH_EFFORTS,
+        candidates=candidates,
+        requested_id=chain.requested_id,
+        skipped=chain.skipped,
+    )
+    exchange.upstream_path = RESPONSES_PATH
+    relayed = _Relay(body, tenant_cache_key(*exchange.tenant))
+    for candidate in candidates:
+        candidate.prepared = Prepared(relayed.body_for, effort if isinstance(effort, str) else None)
+    await scope.admit(exchange, input_estimate=candidates[0].estimate, max_tokens=max_tokens)
+    extra = FMT.rate_headers(scope.rate)
+    dropped = _dropped(body)
+    if dropped:
+        extra = [*extra, (b"x-ezat-dropped-tools", ",".join(dropped).encode())]
+    if relayed.stream:
+        return await _stream(request, send, exchange, relayed, extra)
+    return await _json(request, send, exchange, relayed, extra)
+
+
+def _pin(exchange: Exchange, relayed: _Relay, response: dict[str, Any]) -> Any:
+    """Record a stored response as this org's, with the deployment that keeps it (the future
+    of its write, or None when nothing is to be kept)."""
+    response_id = response.get("id")
+    route = exchange.route
+    if not relayed.store or route is None or not isinstance(response_id, str):
+        return None
+    if response.get("status") == "failed" or not stored_responses.storable_id(response_id):
+        return None
+    tokens = exchange.tokens
+    context = (
+        tokens.input + tokens.cache_read + tokens.cache_write_5m + tokens.cache_write_1h
+        if tokens is not None
+        else 0
+    ) + (tokens.output if tokens is not None else 0)
+    pin = {"deployment_id": route.deployment.id, "deployment": route.deployment.name}
+    return stored_responses.writer.save(
+        org_id=exchange.key.org_id,
+        response_id=response_id,
+        model_id=exchange.model.id,
+        response=response,
+        context={"relayed": {**pin, "tokens": context}},
+    )
+
+
+async def _json(
+    request: ApiRequest, send: Send, exchange: Exchange, relayed: _Relay, extra: Headers
+) -> int:
+    reply = await exchange.call(exchange.body_for, None)
+    usage = reply.get("usage")
+    tracker = UsageTracker(exact=isinstance(usage, dict))
+    if isinstance(usage, dict):
+        tracker.usage = usage_of(usage)
+    status = reply.get("status")
+    tracker.stop_reason = FINISH.get(status, "") if isinstance(status, str) else ""
+    reply["model"] = exchange.model_name
+    await exchange.record(tracker)
+    stored = _pin(exchange, relayed, reply)
+    if stored is not None:
+        await stored_responses.writer.wait(stored)
+    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
+    await send_response(send, 200, orjson.dumps(reply), headers)
+    exchange.log(200)
+    return 200
+
+
+def _started_response(exchange: Exchange, decoder: Any) -> dict[str, Any]:
+    """The response as the provider's `response.created` gave it, or, when the stream failed
+    before that, the fields the response object requires (openai-python `Response`)."""
+    response = getattr(decoder, "response", None) or {
+        "id": "resp_" + exchange.request_id,
+        "object": "response",
+        "created_at": int(exchange.started_at.timestamp()),
+        "status": "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "output": [],
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+    }
+    return {**response, "model": exchange.model_name}
+
+
+def _failure(exchange: Exchange, decoder: Any, err: GatewayError) -> bytes:
+    sequence = decoder.sequence if isinstance(decoder, ResponsesRelayDecoder) else -1
+    code = error_code(FMT.error_status(err), err.code)
+    return failure_events(_started_response(exchange, decoder), sequence, err.message, code)
+
+
+async def _stream(
+    request: ApiRequest, send: Send, exchange: Exchange, relayed: _Relay, extra: Headers
+) -> int:
+    writer = StreamWriter(
+        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
+    )
+    try:
+        opened = await exchange.open_committed(exchange.body_for, None, writer, PING)
+    except GatewayError as err:
+        if not writer.opened:
+            raise
+        status = FMT.error_status(err)
+        await exchange.fail_stream(writer, _failure(exchange, None, err), status, err=err)
+        return status
+    committed_headers(writer, exchange)
+    return await _pump(request, exchange, opened, writer, relayed)
+
+
+async def _pump(
+    request: ApiRequest,
+    exchange: Exchange,
+    opened: OpenStream,
+    writer: StreamWriter,
+    relayed: _Relay,
+) -> int:
+    """Pass the provider's events on; the final one only after the usage is recorded (and the
+    stored response's pin is written)."""
+    tracker = UsageTracker()
+    exchange.checkpoint(tracker)
+    server = orjson.dumps(exchange.route.upstream_model_id if exchange.route else "")
+    client = orjson.dumps(exchange.model_name)
+    disconnected = request.watch_disconnect()
+    batches = exchange.event_batches(opened, writer, PING, disconnected)
+    told = False  # the provider's own error event went out: nothing more to tell
+    try:
+        async with aclosing(batches):
+            async for batch in batches:
+                out: list[bytes] = []
+                for event, data in batch:
+                    name = event.name
+                    if event.raw:
+                        out.append(rename_model(event.raw, server, client))
+                    if name == "error":
+                        told = True
+                        if not data.get("terminal"):
+                            continue
+                        await writer.write(b"".join(out))
+                        return await _failed(exchange, writer, tracker, data, b"")
+                    if name == "message_stop":
+                        final = out.pop() if event.raw else b""
+                        if out:
+                            await writer.write(b"".join(out))
+                        if data.get("status") == "failed":
+                            return await _failed(exchange, writer, tracker, data, final)
+                        exchange.finish_reason = tracker.stop_reason
+                        await exchange.record(tracker)
+                        response = {**data.get("response", {}), "model": exchange.model_name}
+                        stored = _pin(exchange, relayed, response)
+                        if stored is not None:
+                            await stored_responses.writer.wait(stored)
+                        await writer.write(exchange.cost_comment() + final)
+                        await writer.close()
+                        exchange.log(200)
+                        return 200
+                    tracker.absorb(name, data)
+                if out:
+                    await writer.write(b"".join(out))
+    except ClientGone:
+        return await exchange.drain_after_disconnect(opened, tracker)
+    except STREAM_FAILURES as exc:
+        err = exchange.stream_failure(exc)
+        # Not billed: the provider does not bill a generation that failed either (issue 30).
+        payload = b"" if told else _failure(exchange, opened.parser, err)
+        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
+        return 200
+    finally:
+        opened.response.close()
+    raise AssertionError("event_batches ends only by return or raise")
+
+
+async def _failed(
+    exchange: Exchange,
+    writer: StreamWriter,
+    tracker: UsageTracker,
+    data: dict[str, Any],
+    final: bytes,
+) -> int:
+    """A `response.failed`: passed on, billed only for the usage the provider reported."""
+    response = data.get("response") or {}
+    error = response.get("error") if isinstance(response, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    err = GatewayError(502, str(message or "the provider failed the response"), type_="api_error")
+    await exchange.fail_stream(
+        writer, final, 502, err=err, tracker=tracker if tracker.exact else None
+    )
+    return 200
