@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from catalog.deployment_services import audit_saved, delete_deployment, set_deployment_enabled
 from catalog.deployment_urls import validate_base_url
 from catalog.models import (
     Deployment,
@@ -374,6 +375,16 @@ _FORM_FIELDS: dict[str, str | None] = {
 }
 
 
+# The form's write-only fields: never named in an audit line one by one ("credentials" is).
+_CREDENTIAL_FORM_FIELDS = (
+    "new_api_key",
+    "new_aws_access_key_id",
+    "new_aws_secret_access_key",
+    "new_aws_session_token",
+    "service_account_file",
+)
+
+
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
     form = DeploymentAdminForm
@@ -426,14 +437,29 @@ class DeploymentAdmin(admin.ModelAdmin):
                 obj.api_key_encrypted = obj.api_key_hint = ""
             obj.set_secrets(config.secrets())
         super().save_model(request, obj, form, change)
+        replaced = config is not None and form.replaces_credentials
+        changed = [n for n in form.changed_data if n not in _CREDENTIAL_FORM_FIELDS]
+        audit_saved(
+            obj,
+            created=not change,
+            changed=sorted({*changed, *(["credentials"] if replaced and change else [])}),
+            credentials_changed=replaced,
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Deployment) -> None:
+        delete_deployment(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> None:
+        for deployment in queryset:  # one by one: each delete audited and signalled
+            delete_deployment(deployment)
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Deployment], on: bool) -> None:
-        changed = 0
-        for deployment in queryset.exclude(enabled=on):
-            # save() per row, not queryset.update(): the post_save signal bumps CatalogVersion.
-            deployment.enabled = on
-            deployment.save(update_fields=["enabled", "updated_at"])
-            changed += 1
+        # Row by row through the service (not queryset.update()): the post_save signal bumps
+        # CatalogVersion, and each change is audited.
+        changed = sum(
+            set_deployment_enabled(deployment, enabled=on)
+            for deployment in queryset.exclude(enabled=on)
+        )
         verb = "enabled" if on else "disabled"
         self.message_user(
             request,

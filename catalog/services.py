@@ -9,17 +9,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from catalog import platform_config
-from catalog.deployment_urls import validate_base_url
+from catalog import deployment_services
+from catalog.deployment_services import Credentials, DeploymentInput
 from catalog.models import (
     CatalogVersion,
     Deployment,
-    DeploymentModel,
     Model,
     ModelAlias,
     PriceTier,
@@ -278,7 +276,6 @@ def load_catalog(
         return report
 
 
-@transaction.atomic
 def upsert_deployment(
     *,
     name: str,
@@ -298,81 +295,30 @@ def upsert_deployment(
     platform_model_ids: dict[str, str] | None = None,
     options: dict[str, str | bool] | None = None,
 ) -> tuple[Deployment, bool]:
-    """Create or update a deployment. No model ids = it serves every catalog model.
-
-    The platform configuration is checked per kind first (catalog/platform_config.py): a
-    PlatformConfigError names the field, and nothing is saved. An update that gives no
-    credentials keeps the stored ones.
-    """
-    model_ids = list(model_ids)
-    unknown = sorted(
-        set(model_ids) - set(Model.objects.filter(id__in=model_ids).values_list("id", flat=True))
+    """Create or update a deployment (keyword arguments, as add_deployment takes them); no model
+    ids = it serves every catalog model. An update that gives no credentials keeps the stored
+    ones. Checked and saved by catalog/deployment_services.py: a DeploymentInputError names the
+    field, and nothing is saved."""
+    credentials = Credentials(
+        api_key=api_key,
+        aws_access_key_id=aws_access_key_id,
+        aws_secret_access_key=aws_secret_access_key,
+        aws_session_token=aws_session_token,
+        service_account_json=service_account_json,
     )
-    if unknown:
-        raise CatalogDataError(f"unknown model id(s): {', '.join(unknown)}")
-    deployment = Deployment.objects.filter(name=name).first()
-    created = deployment is None
-    overrides = platform_model_ids
-    config = platform_config.check(
-        platform_config.PlatformConfig(
+    return deployment_services.upsert(
+        DeploymentInput(
+            name=name,
             kind=kind,
             base_url=base_url,
             region=region,
             project=project,
-            api_key=api_key,
-            aws_access_key_id=aws_access_key_id,
-            aws_secret_access_key=aws_secret_access_key,
-            aws_session_token=aws_session_token,
-            service_account_json=service_account_json,
-            model_ids=overrides if overrides is not None else {},
-            options=options if options is not None else {},
-        ),
-        existing_secrets=not created and deployment is not None and deployment.kind == kind,
+            credentials=credentials if credentials.given() else None,
+            models=tuple(model_ids),
+            model_ids=platform_model_ids,
+            options=options,
+            weight=weight,
+            max_concurrency=max_concurrency,
+            fair_share=fair_share,
+        )
     )
-    unknown = sorted(
-        set(config.model_ids)
-        - set(Model.objects.filter(id__in=config.model_ids).values_list("id", flat=True))
-    )
-    if unknown:
-        raise CatalogDataError(f"model_ids: unknown model id(s): {', '.join(unknown)}")
-    if kind in platform_config.OPENAI_KINDS and not model_ids:
-        # A Chat Completions server serves the models it was started with, not the catalog.
-        raise CatalogDataError(f"a {kind} deployment must list the models it serves (--model)")
-    if deployment is None:
-        deployment = Deployment(name=name)
-    try:
-        config.base_url = validate_base_url(config.base_url, kind)
-    except ValidationError as exc:
-        raise ValidationError({"base_url": exc.messages}) from None
-    credentials_given = bool(config.api_key or config.secrets())
-    kind_changed = deployment.kind != kind
-    deployment.kind = kind
-    deployment.base_url = config.base_url
-    deployment.region = config.region
-    deployment.project = config.project
-    if created or credentials_given or kind_changed:
-        if config.api_key:
-            deployment.set_api_key(config.api_key)
-        else:
-            deployment.api_key_encrypted = deployment.api_key_hint = ""
-        deployment.set_secrets(config.secrets())
-    if overrides is not None:
-        deployment.model_ids = overrides
-    if options is not None:
-        deployment.options = config.options
-    deployment.serves_all_models = not model_ids
-    if weight is not None:
-        deployment.weight = weight
-    if max_concurrency is not None:
-        deployment.max_concurrency = max_concurrency
-    if fair_share is not None:
-        deployment.fair_share = fair_share
-    deployment.full_clean(
-        exclude=["api_key_encrypted", "api_key_hint", "secrets_encrypted", "secrets_hint"]
-    )
-    with transaction.atomic():
-        deployment.save()
-        deployment.models.exclude(model_id__in=model_ids).delete()
-        for model_id in model_ids:
-            DeploymentModel.objects.get_or_create(deployment=deployment, model_id=model_id)
-    return deployment, created

@@ -8,10 +8,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import AllowAny
 
-from accounts.api import fallbacks, invitations
+from accounts.api import fallbacks, invitations, operator_deployments
 from accounts.api import views as accounts
 from billing.api import views as billing
 from billing.models import RequestLog
+from catalog.platform_config import KINDS
 from ezat.api_docs import ApiDocsView
 
 ORG = "orgs/<int:org_id>"
@@ -74,6 +75,17 @@ api_patterns = [
         accounts.ManagementKeyRevokeView.as_view(),
         name="api-management-key-revoke",
     ),
+    # Operators (staff with the catalog permissions), not one organization's: global objects.
+    path(
+        "operator/deployments",
+        operator_deployments.DeploymentListView.as_view(),
+        name="api-operator-deployments",
+    ),
+    path(
+        "operator/deployments/<str:name>",
+        operator_deployments.DeploymentDetailView.as_view(),
+        name="api-operator-deployment",
+    ),
 ]
 
 # The schema covers this API only (not other DRF views of the project), under its real prefix.
@@ -87,11 +99,13 @@ SCHEMA_SETTINGS: dict[str, Any] = {
         "ApiKeyStatusEnum": ["active", "disabled", "expired", "revoked"],
         "SpendCapPeriodEnum": ["month", "day", "total"],
         "RequestStatusEnum": RequestLog.Status.values,
+        "DeploymentKindEnum": list(KINDS),
     },
     "DESCRIPTION": (
         "Manage an organization's inference keys, invitations and model fallback chains, and "
         "read its usage, request log, balance and ledger. Money is USD as decimal strings. An "
-        "organization you cannot access is a 404."
+        "organization you cannot access is a 404. Operators (signed-in staff users with the "
+        "catalog permissions) also manage the provider deployments under /operator/."
     ),
 }
 

@@ -82,3 +82,48 @@ class SessionOwnerOnly(BasePermission):
             self.message = "management keys cannot manage management keys; sign in as an owner"
             return False
         return access.is_owner
+
+
+# The Django model permission each method needs, as the admin asks for it.
+_OPERATOR_ACTIONS = {
+    "GET": "view",
+    "HEAD": "view",
+    "OPTIONS": "view",
+    "POST": "add",
+    "PUT": "change",
+    "PATCH": "change",
+    "DELETE": "delete",
+}
+
+
+class OperatorModelPermission(BasePermission):
+    """Operator endpoints (global objects such as deployments, not one org's): a signed-in,
+    active staff user holding the model permission the operator console would ask for
+    (`catalog.view_deployment` to read, `add_`, `change_`, `delete_` to write; superusers hold
+    every one). The view names the model in `operator_model` ("catalog.deployment").
+
+    A management key is refused: it acts as an owner of one organization, and an operator's
+    rights are over every organization's traffic. Customers' inference keys never get this far
+    (ManagementKeyAuthentication answers them 401).
+    """
+
+    message = "operator endpoints need a signed-in staff user with the model permission"
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        app_label, model = view.operator_model.split(".")  # type: ignore[attr-defined]
+        action = _OPERATOR_ACTIONS.get(request.method or "", "change")
+        needed = f"{app_label}.{action}_{model}"
+        if caller_management_key(request) is not None:
+            self.message = (
+                "management keys act within one organization; operator endpoints need a "
+                f"signed-in staff user with {needed}"
+            )
+            return False
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            self.message = f"operator endpoints need a signed-in staff user with {needed}"
+            return False
+        if not user.has_perm(needed):
+            self.message = f"this needs the {needed} permission"
+            return False
+        return True

@@ -34,6 +34,8 @@ EXPECTED = {
     "/api/v1/orgs/{org_id}/invitations/{invitation_id}": {"get", "delete"},
     "/api/v1/orgs/{org_id}/fallbacks": {"get"},
     "/api/v1/orgs/{org_id}/fallbacks/{model}": {"get", "put", "delete"},
+    "/api/v1/operator/deployments": {"get", "post"},
+    "/api/v1/operator/deployments/{name}": {"get", "patch", "delete"},
 }
 
 
@@ -83,6 +85,28 @@ def test_schema_describes_money_and_params():
     assert balance["balance_usd"]["format"] == "decimal"
     created = schema["components"]["schemas"]["ApiKeyCreated"]["properties"]
     assert "secret" in created
+
+
+def test_schema_documents_the_operator_deployments():
+    schema = _schema("json")
+    components = schema["components"]["schemas"]
+    for path in ("/api/v1/operator/deployments", "/api/v1/operator/deployments/{name}"):
+        for operation in schema["paths"][path].values():
+            if isinstance(operation, dict) and "security" in operation:
+                # An operator signs in: a management key acts within one organization only.
+                assert operation["security"] == [{"cookieAuth": []}]
+    write = components["DeploymentWriteRequest"]["properties"]
+    assert {"name", "kind", "base_url", "api_key", "models", "model_ids", "options"} <= set(write)
+    assert write["api_key"]["writeOnly"] is True
+    shown = components["Deployment"]["properties"]
+    assert "api_key" not in shown and {"api_key_set", "api_key_hint"} <= set(shown)
+    assert components["DeploymentKindEnum"]["enum"] == [
+        "anthropic",
+        "bedrock",
+        "vertex",
+        "openai",
+        "azure-openai",
+    ]
 
 
 def test_docs_page_needs_no_cdn():

@@ -171,9 +171,9 @@ def test_add_deployment_creates_then_updates() -> None:
             ("add_deployment", "d", "--url", "http://x", "--api-key", "k", "--model", "nope/nope"),
             "unknown model",
         ),
-        (("add_deployment", "d", "--url", "not a url", "--api-key", "k"), "base_url"),
+        (("add_deployment", "d", "--url", "not a url", "--api-key", "k"), "--url: base URL"),
         (("add_deployment", "d", "--url", "ftp://example.com", "--api-key", "k"), "ftp://"),
-        (("add_deployment", "d", "--url", "http://exa mple.com", "--api-key", "k"), "base_url"),
+        (("add_deployment", "d", "--url", "http://exa mple.com", "--api-key", "k"), "--url: "),
         (("add_deployment", "d", "--url", "https://h:99999", "--api-key", "k"), "port"),
         (("add_deployment", "d", "--url", "http://x", "--api-key", " "), "api-key"),
         (

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import json
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.credential_chain import missing_credentials
+from catalog.deployment_services import Credentials, DeploymentInput, DeploymentInputError, upsert
 from catalog.platform_config import (
     KINDS,
     OPENAI_KINDS,
@@ -13,7 +13,6 @@ from catalog.platform_config import (
     PlatformConfigError,
     read_service_account_file,
 )
-from catalog.services import CatalogDataError, upsert_deployment
 from core.cli import fraction, positive_int
 
 
@@ -116,32 +115,34 @@ class Command(BaseCommand):
             account = ""
             if options["service_account_file"]:
                 account = read_service_account_file(str(options["service_account_file"]))
-            deployment, created = upsert_deployment(
-                name=str(options["name"]),
-                kind=kind,
-                base_url=str(options["url"]),
-                api_key=api_key or bedrock_key,
-                region=str(options["region"]),
-                project=str(options["project"]),
-                aws_access_key_id=str(options["aws_access_key_id"]),
-                aws_secret_access_key=str(options["aws_secret_access_key"]),
-                aws_session_token=str(options["aws_session_token"]),
-                service_account_json=account,
-                platform_model_ids=overrides,
-                model_ids=options["models"],  # type: ignore[arg-type]
-                weight=options["weight"],  # type: ignore[arg-type]
-                max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
-                fair_share=options["fair_share"],  # type: ignore[arg-type]
-                options=_provider_options(options) if kind in OPENAI_KINDS else None,
-            )
         except PlatformConfigError as exc:
             raise CommandError(f"--{exc.field.replace('_', '-')}: {exc.message}") from exc
-        except CatalogDataError as exc:
-            raise CommandError(str(exc)) from exc
-        except ValidationError as exc:
-            raise CommandError(
-                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-            ) from exc
+        credentials = Credentials(
+            api_key=api_key or bedrock_key,
+            aws_access_key_id=str(options["aws_access_key_id"]),
+            aws_secret_access_key=str(options["aws_secret_access_key"]),
+            aws_session_token=str(options["aws_session_token"]),
+            service_account_json=account,
+        )
+        spec = DeploymentInput(
+            name=str(options["name"]),
+            kind=kind,
+            base_url=str(options["url"]),
+            region=str(options["region"]),
+            project=str(options["project"]),
+            # No credentials given on an update: the stored ones are kept.
+            credentials=credentials if credentials.given() else None,
+            models=tuple(options["models"]),  # type: ignore[arg-type]
+            model_ids=overrides,
+            options=_provider_options(options) if kind in OPENAI_KINDS else None,
+            weight=options["weight"],  # type: ignore[arg-type]
+            max_concurrency=options["max_concurrency"],  # type: ignore[arg-type]
+            fair_share=options["fair_share"],  # type: ignore[arg-type]
+        )
+        try:
+            deployment, created = upsert(spec)
+        except DeploymentInputError as exc:
+            raise CommandError(f"{_flag(exc.field, kind)}: {exc.message}") from exc
         verb = "created" if created else "updated"
         where = deployment.base_url or f"{kind} {deployment.region}"
         self.stdout.write(f"deployment {deployment.name} {verb} ({where})")
@@ -175,3 +176,18 @@ def _provider_options(options: dict[str, object]) -> dict[str, str | bool]:
     if options["responses_api"]:
         given["responses_api"] = True
     return given
+
+
+# DeploymentInputError's field → the option that sets it.
+_FLAGS = {
+    "base_url": "--url",
+    "models": "--model",
+    "service_account_json": "--service-account-file",
+    "non_field_errors": "error",
+}
+
+
+def _flag(field: str, kind: str) -> str:
+    if field == "api_key" and kind == "bedrock":
+        return "--bedrock-api-key"
+    return _FLAGS.get(field) or "--" + field.replace("_", "-")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.deployment_services import set_deployment_enabled
 from catalog.models import Deployment
 
 
@@ -18,7 +19,6 @@ class Command(BaseCommand):
         deployment = Deployment.objects.filter(name=options["name"]).first()
         if deployment is None:
             raise CommandError(f"unknown deployment {options['name']!r}")
-        deployment.enabled = bool(options["enable"])
-        deployment.save(update_fields=["enabled", "updated_at"])
+        set_deployment_enabled(deployment, enabled=bool(options["enable"]))
         state = "enabled" if deployment.enabled else "disabled"
         self.stdout.write(f"deployment {deployment.name} {state}")
