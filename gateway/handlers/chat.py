@@ -14,6 +14,7 @@ import orjson
 
 from catalog.snapshot import ModelInfo
 from gateway.chain import Candidate, ModelChain, Prepared, fitting
+from gateway.context import request_context
 from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -25,7 +26,6 @@ from gateway.exchange import (
 )
 from gateway.handlers.chat_relay import relay, relays
 from gateway.handlers.common import (
-    HIGH_EFFORTS,
     OPENAI,
     RequestScope,
     answer_headers,
@@ -58,7 +58,6 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.prefix_digest import prefix_identity
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.openai.common import default_max_tokens
 from gateway.protocols.openai.inbound import (
@@ -70,8 +69,7 @@ from gateway.protocols.openai.inbound import (
 )
 from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id, translate_response
 from gateway.protocols.openai.stream import ChatStreamTranslator
-from gateway.routing import has_thinking_signatures, session_key
-from gateway.signed_kinds import signatures_in
+from gateway.routing import has_thinking_signatures
 from gateway.thinking_store import store as thinking_store
 
 FMT = OPENAI
@@ -196,21 +194,20 @@ async def create_chat_completion(request: ApiRequest, send: Send) -> int:
             # To the model whose thinking the conversation carries, and no further.
             candidates, barred = bar_fallbacks(pinned(candidates, req.thinking_by))
         exchange = Exchange(
-            api="chat",
-            request_id=request.request_id,
-            key=key,
-            model=candidates[0].model,
-            model_name=name,
-            stream=tr.stream,
-            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
-            prefix=prefix_identity(tr.body),
-            pin_kind=signed,
-            signatures=signatures_in(tr.body) if signed else None,
-            high_effort=tr.reasoning_effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=models.requested_id,
-            fallbacks_barred=barred,
-            skipped=models.skipped,
+            request_context(
+                api="chat",
+                request_id=request.request_id,
+                headers=request.headers,
+                key=key,
+                models=models,
+                candidates=candidates,
+                body=tr.body,
+                stream=tr.stream,
+                signed=signed,
+                effort=tr.reasoning_effort,
+                session_hint=tr.session_hint,
+                fallbacks_barred=barred,
+            )
         )
         await scope.admit(
             exchange,

@@ -11,6 +11,7 @@ import orjson
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.chain import Candidate, ModelChain, Prepared, fitting
+from gateway.context import RequestContext, request_context, sole
 from gateway.errors import GatewayError
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -21,7 +22,6 @@ from gateway.exchange import (
 )
 from gateway.handlers.common import (
     ANTHROPIC,
-    HIGH_EFFORTS,
     RequestScope,
     answer_headers,
     authenticate,
@@ -46,7 +46,6 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.prefix_digest import prefix_identity
 from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.gateway_thinking import (
     may_hold_gateway_thinking,
@@ -58,7 +57,6 @@ from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
 from gateway.protocols.fallbacks import RequestNeeds, mapped_effort, messages_needs
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.routing import has_thinking_signatures, session_key
-from gateway.signed_kinds import signatures_in
 
 FMT = ANTHROPIC
 
@@ -107,21 +105,19 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         if signed:
             candidates, barred = bar_fallbacks(candidates)
         exchange = Exchange(
-            api="messages",
-            request_id=request.request_id,
-            key=key,
-            model=candidates[0].model,
-            model_name=checked.model,
-            stream=checked.stream,
-            session=session_key(request.headers.get("x-ezat-session"), None, body),
-            prefix=prefix_identity(body),
-            pin_kind=signed,
-            signatures=signatures_in(body) if signed else None,
-            high_effort=effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=models.requested_id,
-            fallbacks_barred=barred,
-            skipped=models.skipped,
+            request_context(
+                api="messages",
+                request_id=request.request_id,
+                headers=request.headers,
+                key=key,
+                models=models,
+                candidates=candidates,
+                body=body,
+                stream=checked.stream,
+                signed=signed,
+                effort=effort,
+                fallbacks_barred=barred,
+            )
         )
         await scope.admit(
             exchange,
@@ -331,13 +327,15 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         if not model.prompt_caching:
             validation.strip_cache_control(body)
         exchange = Exchange(
-            api="count_tokens",
-            request_id=request.request_id,
-            key=key,
-            model=model,
-            model_name=checked.model,
-            stream=False,
-            session=session_key(request.headers.get("x-ezat-session"), None, body),
+            RequestContext(
+                api="count_tokens",
+                request_id=request.request_id,
+                key=key,
+                model_name=checked.model,
+                stream=False,
+                session=session_key(request.headers.get("x-ezat-session"), None, body),
+                candidates=sole(model, checked.model),
+            )
         )
         await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 

@@ -19,6 +19,7 @@ from accounts.keycache import KeyInfo
 from catalog.snapshot import ModelInfo, Route
 from gateway import stored_responses
 from gateway.chain import Candidate, ModelChain, Prepared, fitting
+from gateway.context import RequestContext, request_context, sole
 from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import (
     STREAM_FAILURES,
@@ -29,7 +30,6 @@ from gateway.exchange import (
     UsageTracker,
 )
 from gateway.handlers.common import (
-    HIGH_EFFORTS,
     OPENAI,
     RequestScope,
     answer_headers,
@@ -63,7 +63,6 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.prefix_digest import prefix_identity
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.openai.common import default_max_tokens, disable_thinking
 from gateway.protocols.openai.types import InvalidRequest
@@ -73,7 +72,6 @@ from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
 from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
 from gateway.routing import session_key
 from gateway.sealing import ChainOpener, Sealer
-from gateway.signed_kinds import signatures_in
 
 FMT = OPENAI
 API = "responses"
@@ -253,21 +251,20 @@ async def create_response(request: ApiRequest, send: Send) -> int:
                 pinned(candidates, {opener.opened_by} if opener.opened_by else set())
             )
         exchange = Exchange(
-            api=API,
-            request_id=request.request_id,
-            key=key,
-            model=candidates[0].model,
-            model_name=name,
-            stream=tr.stream,
-            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
-            prefix=prefix_identity(tr.body),
-            pin_kind=signed,
-            signatures=signatures_in(tr.body) if signed else None,
-            high_effort=tr.reasoning_effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=models.requested_id,
-            fallbacks_barred=barred,
-            skipped=models.skipped,
+            request_context(
+                api=API,
+                request_id=request.request_id,
+                headers=request.headers,
+                key=key,
+                models=models,
+                candidates=candidates,
+                body=tr.body,
+                stream=tr.stream,
+                signed=signed,
+                effort=tr.reasoning_effort,
+                session_hint=tr.session_hint,
+                fallbacks_barred=barred,
+            )
         )
         await scope.admit(
             exchange,
@@ -534,13 +531,17 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
         tr, _ = await _translate(request, req, model, scope)
         counted = {k: v for k, v in tr.body.items() if k not in ("max_tokens", "stream")}
         exchange = Exchange(
-            api="responses_input_tokens",
-            request_id=request.request_id,
-            key=key,
-            model=model,
-            model_name=name,
-            stream=False,
-            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, counted),
+            RequestContext(
+                api="responses_input_tokens",
+                request_id=request.request_id,
+                key=key,
+                model_name=name,
+                stream=False,
+                session=session_key(
+                    request.headers.get("x-ezat-session"), tr.session_hint, counted
+                ),
+                candidates=sole(model, name),
+            )
         )
         await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 
