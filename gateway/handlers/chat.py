@@ -22,6 +22,7 @@ from gateway.handlers.common import RequestScope
 from gateway.handlers.pipeline import (
     After,
     Conversion,
+    Diverted,
     Surface,
     auto_cache,
     openai_error_parts,
@@ -89,20 +90,19 @@ class ChatCompletions(Surface[TranslatedRequest, ChatStreamTranslator]):
     api = "chat"
     ping = ChatStreamTranslator.PING
 
-    async def divert(
-        self,
-        request: ApiRequest,
-        send: Send,
-        scope: RequestScope,
-        key: KeyInfo,
-        body: dict[str, Any],
-        models: ModelChain,
-    ) -> int | None:
+    def divert(self, models: ModelChain) -> Diverted | None:
         if not relays(models):
             return None
+
         # OpenAI-kind models only: relayed as sent, not translated (chat_relay.py says why).
-        args = {"api": self.api, "request_id": request.request_id, "key": key}
-        return await relay(request, send, scope, {**args, "model_name": models.name}, body, models)
+        async def relayed(
+            request: ApiRequest, send: Send, scope: RequestScope, key: KeyInfo, body: Any
+        ) -> int:
+            args = {"api": self.api, "request_id": request.request_id, "key": key}
+            args["model_name"] = models.name
+            return await relay(request, send, scope, args, body, models)
+
+        return relayed
 
     async def conversion(
         self, request: ApiRequest, key: KeyInfo, body: dict[str, Any], models: list[ModelInfo]

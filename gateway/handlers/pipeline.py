@@ -101,6 +101,9 @@ class EventTranslator(Protocol):
     def feed(self, event: dict[str, Any]) -> bytes: ...
 
 
+# Serves a request another way: (request, send, scope, key, body) → its status.
+Diverted = Callable[[ApiRequest, Send, RequestScope, KeyInfo, dict[str, Any]], Awaitable[int]]
+
 TR = TypeVar("TR", bound=Translation)
 ST = TypeVar("ST", bound=EventTranslator)
 
@@ -166,16 +169,8 @@ class Surface(ABC, Generic[TR, ST]):
     api: ClassVar[str]  # the usage record's label
     ping: ClassVar[bytes]  # its keep-alive (an SSE comment)
 
-    async def divert(
-        self,
-        request: ApiRequest,
-        send: Send,
-        scope: RequestScope,
-        key: KeyInfo,
-        body: dict[str, Any],
-        models: ModelChain,
-    ) -> int | None:
-        """Serve the request another way than translated (its status), or None."""
+    def divert(self, models: ModelChain) -> Diverted | None:
+        """Another way to serve a request for these models than translated, or None."""
         return None
 
     @abstractmethod
@@ -227,9 +222,9 @@ async def serve(request: ApiRequest, send: Send, surface: Surface[Any, Any]) -> 
         name = model_name(body)
         assert isinstance(body, dict)
         models = await model_chain(request, await snapshot(), key, name, FMT, body)
-        diverted = await surface.divert(request, send, scope, key, body, models)
+        diverted = surface.divert(models)
         if diverted is not None:
-            return diverted
+            return await diverted(request, send, scope, key, body)
         # The requested model, or for ezat/auto what its chain shares: a request valid for it
         # is valid for the models that may answer.
         model = models.primary

@@ -249,6 +249,21 @@ def json_object_refused(param: str, use: str) -> InvalidRequest:
     )
 
 
+def asks_for_schema(fmt: dict[str, Any], param: str, use: str) -> bool:
+    """Whether a format object (chat's `response_format`, the Responses API's `text.format`)
+    asks for a JSON Schema: `text` is no format at all (False), `json_object` is refused (there
+    is no schema to enforce; `use` says what to send instead), any other type is a 400 naming
+    `param`.type."""
+    kind = fmt.get("type")
+    if kind == "text":
+        return False
+    if kind == "json_object":
+        raise json_object_refused(param, use)
+    if kind != "json_schema":
+        raise InvalidRequest(f'{param}.type: must be "text" or "json_schema"', f"{param}.type")
+    return True
+
+
 def json_schema_format(schema: object, caps: ModelCaps, param: str, field: str) -> dict[str, Any]:
     """A client's JSON Schema as Anthropic's `output_config.format`.
 

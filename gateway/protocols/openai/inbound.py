@@ -240,17 +240,9 @@ def _response_format(raw: object, caps: ModelCaps) -> dict[str, Any] | None:
         return None
     if not isinstance(raw, dict):
         raise InvalidRequest("response_format: must be an object", "response_format")
-    kind = raw.get("type")
-    if kind == "text":
+    use = '{"type": "json_schema", "json_schema": {"schema": ...}}'
+    if not common.asks_for_schema(raw, "response_format", use):
         return None
-    if kind == "json_object":
-        raise common.json_object_refused(
-            "response_format", '{"type": "json_schema", "json_schema": {"schema": ...}}'
-        )
-    if kind != "json_schema":
-        raise InvalidRequest(
-            'response_format.type: must be "text" or "json_schema"', "response_format.type"
-        )
     if not caps.structured_outputs:
         raise InvalidRequest(
             f"response_format: model {caps.canonical_id} does not support structured outputs",

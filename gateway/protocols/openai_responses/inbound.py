@@ -306,15 +306,7 @@ def _text_format(raw: object, caps: ModelCaps) -> dict[str, Any] | None:
         return None
     if not isinstance(fmt, dict):
         raise InvalidRequest("text.format: must be an object", "text.format")
-    kind = fmt.get("type")
-    if kind == "text":
+    use = '{"type": "json_schema", "name": ..., "schema": ...}'
+    if not common.asks_for_schema(fmt, "text.format", use):
         return None
-    if kind == "json_object":
-        raise common.json_object_refused(
-            "text.format", '{"type": "json_schema", "name": ..., "schema": ...}'
-        )
-    if kind != "json_schema":
-        raise InvalidRequest(
-            'text.format.type: must be "text" or "json_schema"', "text.format.type"
-        )
     return common.json_schema_format(fmt.get("schema"), caps, "text.format.schema", "text.format")
