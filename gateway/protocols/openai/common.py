@@ -220,6 +220,37 @@ def forces_tool(choice: dict[str, Any] | None) -> bool:
     return choice is not None and choice["type"] in ("any", "tool")
 
 
+def apply_tool_choice(body: dict[str, Any], choice: dict[str, Any] | None, caps: ModelCaps) -> bool:
+    """The translated `tool_choice` into the body, when there is one; whether it forces a tool
+    (checked against the model: some cannot be forced)."""
+    if choice is None:
+        return False
+    body["tool_choice"] = choice
+    return checked_forced_tool(choice, caps)
+
+
+def finish_body(
+    body: dict[str, Any],
+    output_config: dict[str, Any],
+    output_format: dict[str, Any] | None,
+    *,
+    caps: ModelCaps,
+    cache_params: list[str],
+    auto_cache: bool,
+    stream: bool,
+) -> None:
+    """The last steps of both translations: the output format and config, prompt-cache
+    breakpoints where the model caches, and the stream flag."""
+    if output_format is not None:
+        output_config["format"] = output_format
+    if output_config:
+        body["output_config"] = output_config
+    if caps.prompt_caching:
+        apply_prompt_caching(body, cache_params, auto_cache)
+    if stream:
+        body["stream"] = True
+
+
 def checked_forced_tool(choice: dict[str, Any] | None, caps: ModelCaps) -> bool:
     """Whether `choice` forces a tool call; a 400 naming the model where its page says forced
     tool use returns an error (gateway.protocols.model_rules)."""

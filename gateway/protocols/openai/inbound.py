@@ -74,25 +74,22 @@ def translate_request(
     forced_tool = False
     if tools:
         body["tools"] = tools
-        tool_choice = _tool_choice(chat, tools)
-        if tool_choice is not None:
-            body["tool_choice"] = tool_choice
-            forced_tool = common.checked_forced_tool(tool_choice, caps)
+        forced_tool = common.apply_tool_choice(body, _tool_choice(chat, tools), caps)
 
     effort = common.reasoning_effort(chat.get("reasoning_effort"), caps, "reasoning_effort")
     output_config: dict[str, Any] = {}
     thinking = common.apply_reasoning(body, output_config, effort, forced_tool)
     common.apply_sampling(chat.get("temperature"), chat.get("top_p"), caps, thinking, body)
     response_format = _response_format(chat.get("response_format"), caps)
-    if response_format is not None:
-        output_config["format"] = response_format
-    if output_config:
-        body["output_config"] = output_config
-
-    if caps.prompt_caching:
-        common.apply_prompt_caching(body, conv.cache_params, auto_cache)
-    if stream:
-        body["stream"] = True
+    common.finish_body(
+        body,
+        output_config,
+        response_format,
+        caps=caps,
+        cache_params=conv.cache_params,
+        auto_cache=auto_cache,
+        stream=stream,
+    )
     return TranslatedRequest(
         body=body,
         stream=stream,
