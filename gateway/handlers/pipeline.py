@@ -215,12 +215,18 @@ def openai_error_parts(err: GatewayError) -> tuple[str, str | None]:
     return str(error["type"]), code if isinstance(code, str) else None
 
 
+async def read_request(request: ApiRequest) -> tuple[KeyInfo, dict[str, Any], str]:
+    """The key (authenticated), the JSON body (a JSON object) and the model name it sends."""
+    key = await authenticate(request, FMT)
+    body = await read_json(request)
+    name = model_name(body)
+    assert isinstance(body, dict)
+    return key, body, name
+
+
 async def serve(request: ApiRequest, send: Send, surface: Surface[Any, Any]) -> int:
     async def handle(scope: RequestScope) -> int:
-        key = await authenticate(request, FMT)
-        body = await read_json(request)
-        name = model_name(body)
-        assert isinstance(body, dict)
+        key, body, name = await read_request(request)
         models = await model_chain(request, await snapshot(), key, name, FMT, body)
         diverted = surface.divert(models)
         if diverted is not None:

@@ -28,7 +28,6 @@ from gateway.handlers.common import (
     authenticate,
     counting_model,
     guarded,
-    read_json,
     snapshot,
 )
 from gateway.handlers.pipeline import (
@@ -37,9 +36,10 @@ from gateway.handlers.pipeline import (
     Surface,
     auto_cache,
     openai_error_parts,
+    read_request,
     serve,
 )
-from gateway.handlers.translated import caps, invalid, model_name, upstream_body
+from gateway.handlers.translated import caps, invalid, upstream_body
 from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
 from gateway.protocols.openai.common import disable_thinking
 from gateway.protocols.openai.types import InvalidRequest
@@ -137,6 +137,17 @@ async def _conversion(
     return _Responses(body, auto_cache(request), history, referenced, opener, len(request.body))
 
 
+def _rendering(exchange: Exchange, tr: TranslatedResponsesRequest) -> dict[str, Any]:
+    """What the reply's translation and the stream's take from the request alike."""
+    return {
+        "echo": tr.echo,
+        "seal": _seal(exchange, tr),
+        "summary": tr.summary,
+        "include_encrypted": tr.include_encrypted,
+        "tools": tr.tool_map,
+    }
+
+
 def _seal(exchange: Exchange, tr: TranslatedResponsesRequest) -> Any:
     """Seal only when someone will read it (the client, or a stored continuation), for the
     model that answered: its thinking opens only with it."""
@@ -203,11 +214,7 @@ class Responses(Surface[TranslatedResponsesRequest, ResponsesStreamTranslator]):
             request_id=exchange.request_id,
             model_name=exchange.model_name,
             created_at=int(time.time()),
-            echo=tr.echo,
-            seal=_seal(exchange, tr),
-            summary=tr.summary,
-            include_encrypted=tr.include_encrypted,
-            tools=tr.tool_map,
+            **_rendering(exchange, tr),
         )
         return response, _store(exchange, tr, response, output)
 
@@ -218,11 +225,7 @@ class Responses(Surface[TranslatedResponsesRequest, ResponsesStreamTranslator]):
             request_id=exchange.request_id,
             model_name=exchange.model_name,
             created_at=created,
-            echo=tr.echo,
-            seal=_seal(exchange, tr),
-            summary=tr.summary,
-            include_encrypted=tr.include_encrypted,
-            tools=tr.tool_map,
+            **_rendering(exchange, tr),
         )
 
     def stream_error(self, translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
@@ -325,10 +328,7 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
     """Free (never billed or listed), but it counts toward the key's requests per minute."""
 
     async def handle(scope: RequestScope) -> int:
-        key = await authenticate(request, FMT)
-        body = await read_json(request)
-        name = model_name(body)
-        assert isinstance(body, dict)
+        key, body, name = await read_request(request)
         model = await counting_model(await snapshot(), key, name, FMT)
         body = {**body, "stream": False}
         conv = await _conversion(request, body, key, ChainOpener(key.org_id, [model.id]))
