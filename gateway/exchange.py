@@ -37,6 +37,7 @@ from gateway.first_tokens import gate
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
 from gateway.providers import (
+    COUNT_PATH,
     MESSAGES_PATH,
     StreamDecoder,
     json_reply,
@@ -201,6 +202,18 @@ class Exchange(ChainWalk):
                     self.key.org_id, signatures_in_reply(content), self.route.deployment.kind
                 )
         return reply
+
+    async def count_tokens(self, body: dict[str, Any]) -> bytes:
+        """A token count of `body` (a Messages body; its model is set per deployment) from the
+        first deployment that answers. No anthropic-beta is passed on (docs/api.md)."""
+
+        async def attempt(route: Route) -> bytes:
+            body["model"] = route.upstream_model_id
+            _, payload = await self.post_json(route, COUNT_PATH, orjson.dumps(body), None)
+            return payload
+
+        payload: bytes = await self.run(attempt)
+        return payload
 
     async def open_committed(
         self,

@@ -339,14 +339,7 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         )
         await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 
-        async def attempt(route: Any) -> bytes:
-            # anthropic-beta is deliberately not passed on for count_tokens (documented).
-            path = "/v1/messages/count_tokens"
-            upstream = _upstream_body(body, route.upstream_model_id)
-            _, payload = await exchange.post_json(route, path, upstream, None)
-            return payload
-
-        payload = await exchange.run(attempt)
+        payload = await exchange.count_tokens(body)
         headers = (
             base_headers(request.request_id)
             + [JSON_CT]

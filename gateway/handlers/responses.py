@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from accounts.keycache import KeyInfo
-from catalog.snapshot import ModelInfo, Route
+from catalog.snapshot import ModelInfo
 from gateway import stored_responses
 from gateway.context import RequestContext, sole
 from gateway.errors import GatewayError
@@ -39,7 +39,7 @@ from gateway.handlers.pipeline import (
     read_request,
     serve,
 )
-from gateway.handlers.translated import caps, invalid, upstream_body
+from gateway.handlers.translated import caps, invalid
 from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
 from gateway.protocols.openai.common import disable_thinking
 from gateway.protocols.openai.types import InvalidRequest
@@ -349,14 +349,7 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
         )
         await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 
-        async def attempt(route: Route) -> bytes:
-            upstream = upstream_body(counted, route)
-            _, payload = await exchange.post_json(
-                route, "/v1/messages/count_tokens", upstream, None
-            )
-            return payload
-
-        payload = await exchange.run(attempt)
+        payload = await exchange.count_tokens(counted)
         try:
             count = orjson.loads(payload).get("input_tokens")
         except (orjson.JSONDecodeError, AttributeError):

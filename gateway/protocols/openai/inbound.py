@@ -13,17 +13,9 @@ from typing import Any
 from . import common
 from .common import disable_thinking
 from .inbound_messages import Converter, short
-from .types import (
-    EFFORT_LEVELS,
-    ImageRef,
-    InvalidRequest,
-    ModelCaps,
-    TranslatedRequest,
-)
+from .types import InvalidRequest, ModelCaps, TranslatedRequest
 
 __all__ = [
-    "EFFORT_LEVELS",
-    "ImageRef",
     "InvalidRequest",
     "ModelCaps",
     "TranslatedRequest",
