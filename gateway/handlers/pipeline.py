@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
@@ -34,11 +33,7 @@ from gateway.chain import Candidate, ModelChain, Prepared, fitting
 from gateway.context import request_context
 from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import (
-    STREAM_FAILURES,
-    AttemptFailed,
-    ClientGone,
     Exchange,
-    OpenStream,
     UsageTracker,
 )
 from gateway.handlers.common import (
@@ -56,9 +51,9 @@ from gateway.handlers.common import (
     snapshot,
     stream_headers,
 )
+from gateway.handlers.pump import After, pump
 from gateway.handlers.translated import (
     caps,
-    error_from_event,
     inline_images,
     model_name,
     upstream_body,
@@ -73,15 +68,13 @@ from gateway.http import (
     base_headers,
     send_response,
 )
+from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.media import MediaTally
 from gateway.protocols.openai.common import default_max_tokens
 from gateway.protocols.openai.types import ImageRef
 
 FMT = OPENAI
-
-# Awaited once the usage is recorded, before the end of the answer goes out (a stored copy).
-After = Callable[[], Awaitable[None]] | None
 
 
 class Translation(Protocol):
@@ -343,62 +336,30 @@ async def _stream(
     # seals its reasoning for that model).
     tr = exchange.candidate.prepare().request
     translator = surface.translator(exchange, created, tr)
-    return await _pump(request, surface, exchange, opened, writer, translator, tr)
+    return await pump(
+        request, exchange, opened, writer, _Translated(surface, exchange, translator, tr)
+    )
 
 
-async def _pump(
-    request: ApiRequest,
-    surface: Surface[Any, Any],
-    exchange: Exchange,
-    opened: OpenStream,
-    writer: StreamWriter,
-    translator: EventTranslator,
-    tr: Translation,
-) -> int:
-    """Translate events after the commit point; the final event only after the usage is
-    recorded (and what the surface keeps of the answer is written)."""
-    tracker = UsageTracker()
-    exchange.checkpoint(tracker)
-    disconnected = request.watch_disconnect()
-    batches = exchange.event_batches(opened, writer, surface.ping, disconnected)
-    try:
-        async with aclosing(batches):
-            async for batch in batches:
-                out: list[bytes] = []
-                for event, data in batch:
-                    name = event.name
-                    if name == "error":
-                        if out:
-                            # Events translated from the same read go out before the error: the
-                            # client must not lose the content it was owed.
-                            await writer.write(b"".join(out))
-                        raise AttemptFailed(error_from_event(data), "error_event", retryable=False)
-                    tracker.absorb(name, data)
-                    translated = translator.feed(data)
-                    if translated:
-                        out.append(translated)
-                    if name == "message_stop":
-                        if out:
-                            await writer.write(b"".join(out))
-                        lead, final, after = await surface.stream_end(exchange, translator, tr)
-                        await exchange.record(tracker)
-                        if after is not None:
-                            await after()
-                        await writer.write(lead + exchange.cost_comment() + final)
-                        await writer.close()
-                        exchange.log(200)
-                        return 200
-                if out:
-                    await writer.write(b"".join(out))
-    except ClientGone:
-        return await exchange.drain_after_disconnect(opened, tracker)
-    except STREAM_FAILURES as exc:
-        err = exchange.stream_failure(exc)
-        payload = surface.stream_error(translator, err)
-        await exchange.fail_stream(
-            writer, payload, 502, client_gone=request.disconnected, err=err, tracker=tracker
-        )
-        return 200
-    finally:
-        opened.response.close()
-    raise AssertionError("event_batches ends only by return or raise")
+class _Translated:
+    """A translated stream's hooks into the pump: the surface's translator and its end."""
+
+    __slots__ = ("exchange", "ping", "surface", "tr", "translator")
+
+    def __init__(
+        self, surface: Surface[Any, Any], exchange: Exchange, translator: Any, tr: Translation
+    ) -> None:
+        self.surface = surface
+        self.exchange = exchange
+        self.translator = translator
+        self.tr = tr
+        self.ping = surface.ping
+
+    def feed(self, event: SSEEvent, data: dict[str, Any]) -> bytes:
+        return self.translator.feed(data)
+
+    def failure(self, err: GatewayError, event: SSEEvent | None) -> bytes:
+        return self.surface.stream_error(self.translator, err)
+
+    async def end(self, event: SSEEvent) -> tuple[bytes, bytes, After]:
+        return await self.surface.stream_end(self.exchange, self.translator, self.tr)
