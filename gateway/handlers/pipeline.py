@@ -344,7 +344,7 @@ async def _stream(
 class _Translated:
     """A translated stream's hooks into the pump: the surface's translator and its end."""
 
-    __slots__ = ("exchange", "ping", "surface", "tr", "translator")
+    __slots__ = ("_feed", "exchange", "ping", "surface", "tr", "translator")
 
     def __init__(
         self, surface: Surface[Any, Any], exchange: Exchange, translator: Any, tr: Translation
@@ -352,11 +352,12 @@ class _Translated:
         self.surface = surface
         self.exchange = exchange
         self.translator = translator
+        self._feed = translator.feed
         self.tr = tr
         self.ping = surface.ping
 
     def feed(self, event: SSEEvent, data: dict[str, Any]) -> bytes:
-        return self.translator.feed(data)
+        return self._feed(data)
 
     def failure(self, err: GatewayError, event: SSEEvent | None) -> bytes:
         return self.surface.stream_error(self.translator, err)

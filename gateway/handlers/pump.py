@@ -55,6 +55,7 @@ async def pump(
     exchange.checkpoint(tracker)
     disconnected = request.watch_disconnect()
     batches = exchange.event_batches(opened, writer, hooks.ping, disconnected)
+    feed, absorb = hooks.feed, tracker.absorb  # per event: looked up once
     try:
         async with aclosing(batches):
             async for batch in batches:
@@ -72,8 +73,8 @@ async def pump(
                             request, exchange, writer, hooks.failure(err, event), err, tracker
                         )
                         return 200
-                    tracker.absorb(name, data)
-                    chunk = hooks.feed(event, data)
+                    absorb(name, data)
+                    chunk = feed(event, data)
                     if chunk:
                         out.append(chunk)
                     if name == "message_stop":
