@@ -50,7 +50,10 @@ from redis.exceptions import RedisError
 from catalog.pricing import Prices, PriceSchedule, PriceTier
 
 if TYPE_CHECKING:
-    from gateway.exchange import Exchange
+    from datetime import datetime
+
+    from accounts.keycache import KeyInfo
+    from catalog.snapshot import ModelInfo, Route
     from gateway.usage import UsageTracker
 
 logger = logging.getLogger(__name__)
@@ -62,6 +65,29 @@ CHECKPOINT_FAILURES = Counter(
     "ezat_checkpoint_failures_total", "Checkpoint snapshots that could not be written"
 )
 OPEN_STREAMS = Gauge("ezat_checkpoint_open_streams", "Open streams with a checkpoint")
+
+
+class CommittedExchange(Protocol):
+    """What a checkpoint reads of a committed stream's exchange (gateway/exchange.py). The
+    exchange registers itself here; this module names only what it reads, so that the two do not
+    import each other."""
+
+    request_id: str
+    limits_id: str
+    key: KeyInfo
+    api: str
+    stream: bool
+    model: ModelInfo
+    sent_name: str
+    requested_id: str
+    route: Route | None
+    started_at: datetime
+    hold_nano: int
+    attempts: list[dict[str, Any]]
+    ttft_ms: int | None
+
+    @property
+    def slot(self) -> int | None: ...
 
 
 # --- what a checkpoint holds ------------------------------------------------------------------
@@ -93,7 +119,7 @@ def schedule_from_json(data: dict[str, Any]) -> PriceSchedule:
     return PriceSchedule(version=int(data["version"]), tiers=tiers)
 
 
-def fixed_part(exchange: Exchange) -> bytes:
+def fixed_part(exchange: CommittedExchange) -> bytes:
     """What a committed stream's checkpoint says that does not change until it ends (its route,
     hold, slot, prices and attempts are settled at the commit point), encoded once, without the
     closing brace: every snapshot after that dumps only the tokens and the time."""
@@ -112,7 +138,7 @@ def fixed_part(exchange: Exchange) -> bytes:
             "deployment": exchange.route.deployment.name if exchange.route else "",
             "started_at": exchange.started_at.isoformat(),
             "hold_nano": exchange.hold_nano,
-            "slot": exchange._slot,
+            "slot": exchange.slot,
             "pricing": schedule_to_json(exchange.model.pricing),
             "attempts": exchange.attempts,
             "ttft_ms": exchange.ttft_ms,
@@ -120,7 +146,7 @@ def fixed_part(exchange: Exchange) -> bytes:
     )[:-1]
 
 
-def encode(fixed: bytes, tracker: UsageTracker, exchange: Exchange) -> bytes:
+def encode(fixed: bytes, tracker: UsageTracker, exchange: CommittedExchange) -> bytes:
     """One checkpoint entry: the fixed part and the tokens delivered so far."""
     tokens = tracker.tokens(exchange.model)
     return (
@@ -370,7 +396,7 @@ class Checkpoints:
 
     def __init__(self) -> None:
         # limits id -> (exchange, its tracker, the fixed part of its entry: fixed_part)
-        self._open: dict[str, tuple[Exchange, UsageTracker, bytes]] = {}
+        self._open: dict[str, tuple[CommittedExchange, UsageTracker, bytes]] = {}
         self._store: CheckpointStore | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -393,7 +419,7 @@ class Checkpoints:
             self._store = make_store()
         return self._store
 
-    def open(self, exchange: Exchange, tracker: UsageTracker) -> None:
+    def open(self, exchange: CommittedExchange, tracker: UsageTracker) -> None:
         """The stream committed: from now on its output is checkpointed, the first time within
         EZAT_CHECKPOINT_FIRST_WRITE_DELAY. O(1), no I/O: the writer task is woken (or started)."""
         lid = exchange.limits_id
@@ -405,7 +431,7 @@ class Checkpoints:
         elif self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def close(self, exchange: Exchange) -> None:
+    def close(self, exchange: CommittedExchange) -> None:
         lid = exchange.limits_id
         self._open.pop(lid, None)
         self._fresh.discard(lid)

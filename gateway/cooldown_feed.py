@@ -23,20 +23,34 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from core.redis_clients import key_prefix
 from gateway.metrics import SIDE_EFFECT_FAILURES
-
-if TYPE_CHECKING:
-    from gateway.routing import HealthBoard
 
 logger = logging.getLogger(__name__)
 
+
+class HealthBoard(Protocol):
+    """What the feed tells the routing's health board (gateway/routing.py HealthBoard), named
+    here so that routing, which starts the feed, and the feed do not import each other."""
+
+    def learn(self, deployment_id: int, until: float) -> None: ...
+
+    def forget(self, deployment_id: int) -> None: ...
+
+
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 POLL_SECONDS = 1.0  # how long one read waits for a message (the loop then checks its health)
+
+
+def cooldown_key(deployment_id: int) -> str:
+    """One hash tag for every cooldown: a sync reads all of a request's deployments in one MGET,
+    which Redis Cluster serves only from one slot. (Few, tiny keys: one slot holds them all.)"""
+    return f"{key_prefix()}{{cooldown}}:{deployment_id}"
 
 
 def channel() -> str:
@@ -45,8 +59,6 @@ def channel() -> str:
     are server-wide while keys are per database (two installations on databases 0 and 1 of one
     server must not hear each other's cooldowns)."""
     from urllib.parse import urlsplit
-
-    from gateway.routing import cooldown_key
 
     path = urlsplit(settings.REDIS_URL).path.strip("/") or "0"
     return cooldown_key(0).rsplit(":", 1)[0] + f":events:db{path}"

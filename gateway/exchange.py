@@ -24,19 +24,20 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.keycache import KeyInfo
 from billing.recorder import UsageData, record_usage
 from catalog.pricing import TokenCounts
-from catalog.snapshot import ModelInfo, Route
+from catalog.snapshot import Route
 from core import money
 from gateway import connect_errors, limits, metrics
-from gateway.chain import Candidate, Prepared
+from gateway.chain import Candidate
 from gateway.checkpoints import checkpoints
+from gateway.context import RequestContext
 from gateway.errors import QUOTA_EXHAUSTED, GatewayError
 from gateway.first_tokens import gate
 from gateway.http import StreamWriter
 from gateway.protocols.anthropic.sse import CONTENT_EVENTS, SSEEvent
 from gateway.providers import (
+    COUNT_PATH,
     MESSAGES_PATH,
     StreamDecoder,
     json_reply,
@@ -108,70 +109,42 @@ class OpenStream:
         return [*rest, *self.parser.feed(b"")]
 
 
-def _no_body(route: Route) -> bytes:
-    raise AssertionError("this exchange's attempts build their own bodies")
-
-
-# A single-model exchange whose handler builds each attempt's body itself (token counts).
-_OWN_BODIES = Prepared(_no_body)
-
-
 class Exchange(ChainWalk):
-    def __init__(
-        self,
-        *,
-        api: str,
-        request_id: str,
-        key: KeyInfo,
-        model: ModelInfo,
-        model_name: str,
-        stream: bool,
-        session: str,
-        prefix: str | None = None,
-        pin_kind: bool = False,
-        signatures: list[str] | None = None,
-        high_effort: bool = False,
-        candidates: list[Candidate] | None = None,
-        requested_id: str | None = None,
-        fallbacks_barred: str | None = None,
-        skipped: list[tuple[str, str]] | None = None,
-    ) -> None:
-        self.api = api
-        self.request_id = request_id
+    def __init__(self, ctx: RequestContext) -> None:
+        self.api = ctx.api
+        self.request_id = ctx.request_id
         # Holds, slots and settle markers are keyed by this, not by the request id: a caller may
         # reuse its own x-request-id, and concurrent requests sharing one would replace each
         # other's holds and spend past a cap.
-        self.limits_id = f"{request_id}~{uuid.uuid4().hex}"
-        self.key = key
+        self.limits_id = f"{ctx.request_id}~{uuid.uuid4().hex}"
+        self.key = ctx.key
         # The models that may answer, in order (one without a chain). `model` and `model_name`
         # are the current one's, and once answered, the answering one's.
-        self.candidates = candidates or [Candidate(model, model_name, prepared=_OWN_BODIES)]
+        self.candidates = ctx.candidates
         self.candidate = self.candidates[0]
         self.model = self.candidate.model
         self.model_name = self.candidate.name
-        self.requested_id = requested_id or model.id
-        self.sent_name = model_name  # the model as the caller named it (usage records)
-        # Set when the chain had fallbacks this request may not use (signed thinking): the
-        # error then says why no other model was tried.
-        self.fallbacks_barred = fallbacks_barred
-        self.stream = stream
-        self.session = session
+        self.requested_id = ctx.requested_id or self.model.id
+        self.sent_name = ctx.model_name  # the model as the caller named it (usage records)
+        self.fallbacks_barred = ctx.fallbacks_barred
+        self.stream = ctx.stream
+        self.session = ctx.session
         # What the provider is asked for: a Messages call (the internal dialect), or a relayed
         # call in the provider's own API (gateway/handlers/chat_relay.py sets it).
         self.upstream_path = MESSAGES_PATH
         # The org and session, for providers that key a prompt cache by them (OpenAI's
         # prompt_cache_key, derived in gateway/providers/openai/provider.py only when sent).
-        self.tenant = (key.org_id, session)
-        self.prefix = prefix  # the shared prefix's identity (prefix_digest.prefix_identity)
-        self.pin_kind = pin_kind
-        # The request's thinking signatures (newest first) and, once looked up, the deployment
-        # kind that signed them: the conversation stays on that platform (gateway/walk.py).
-        self.signatures = signatures or []
+        self.tenant = (ctx.key.org_id, ctx.session)
+        self.prefix = ctx.prefix
+        # Signed thinking pins the conversation to the platform that signed it: its signatures
+        # (newest first) and, once looked up, that deployment kind (gateway/walk.py).
+        self.pin_kind = ctx.signatures is not None
+        self.signatures = ctx.signatures or []
         self.pinned_kind: str | None = None
-        self.high_effort = high_effort
+        self.high_effort = ctx.high_effort
         self.deadline_s = (
             settings.EZAT_ATTEMPT_START_DEADLINE_HIGH_EFFORT
-            if high_effort
+            if ctx.high_effort
             else settings.EZAT_ATTEMPT_START_DEADLINE
         )
         self.started_at = timezone.now()
@@ -180,7 +153,7 @@ class Exchange(ChainWalk):
         # Models of the chain passed over before any call (disabled, unfit), then each attempt.
         self.attempts: list[dict[str, Any]] = [
             {"model": model_id, "outcome": "skipped", "reason": why}
-            for model_id, why in skipped or ()
+            for model_id, why in ctx.skipped
         ]
         self.rate: limits.RateInfo | None = None
         self.hold_nano = 0
@@ -229,6 +202,18 @@ class Exchange(ChainWalk):
                     self.key.org_id, signatures_in_reply(content), self.route.deployment.kind
                 )
         return reply
+
+    async def count_tokens(self, body: dict[str, Any]) -> bytes:
+        """A token count of `body` (a Messages body; its model is set per deployment) from the
+        first deployment that answers. No anthropic-beta is passed on (docs/api.md)."""
+
+        async def attempt(route: Route) -> bytes:
+            body["model"] = route.upstream_model_id
+            _, payload = await self.post_json(route, COUNT_PATH, orjson.dumps(body), None)
+            return payload
+
+        payload: bytes = await self.run(attempt)
+        return payload
 
     async def open_committed(
         self,
@@ -497,6 +482,11 @@ class Exchange(ChainWalk):
         await self.record(tracker, status="client_disconnected")
         self.log(499)
         return 499
+
+    @property
+    def slot(self) -> int | None:
+        """The capacity slot (deployment id) this request holds, if any (checkpoints)."""
+        return self._slot
 
     def checkpoint(self, tracker: UsageTracker) -> None:
         """The stream is committed: its output is checkpointed (off the event path, at most once

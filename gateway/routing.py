@@ -24,9 +24,8 @@ import orjson
 from django.conf import settings
 
 from catalog.snapshot import Route
-from core.redis_clients import key_prefix
 from gateway import prefix_digest, routing_policies
-from gateway.cooldown_feed import CooldownFeed, channel, encode
+from gateway.cooldown_feed import CooldownFeed, channel, cooldown_key, encode
 from gateway.metrics import SIDE_EFFECT_FAILURES
 from gateway.routing_policies import rendezvous_order
 
@@ -82,12 +81,6 @@ def _as_blocks(content: Any) -> Any:
 
 def has_thinking_signatures(raw_body: bytes) -> bool:
     return b'"signature"' in raw_body
-
-
-def cooldown_key(deployment_id: int) -> str:
-    """One hash tag for every cooldown: a sync reads all of a request's deployments in one MGET,
-    which Redis Cluster serves only from one slot. (Few, tiny keys: one slot holds them all.)"""
-    return f"{key_prefix()}{{cooldown}}:{deployment_id}"
 
 
 class HealthBoard:

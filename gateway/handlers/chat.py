@@ -1,66 +1,35 @@
 """POST /openai/v1/chat/completions: translated to a Messages request and back.
 
-Runs through the same admission, routing, failover and billing as /v1/messages (Exchange);
-translation itself happens in the pure modules of gateway.protocols.openai.
+The pipeline of the translated APIs (gateway/handlers/pipeline.py) runs it: admission, routing,
+failover and billing as for /v1/messages. This module holds Chat Completions' hooks; translation
+itself happens in the pure modules of gateway.protocols.openai.
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import aclosing
 from typing import Any
 
 import orjson
 
+from accounts.keycache import KeyInfo
 from catalog.snapshot import ModelInfo
-from gateway.chain import Candidate, ModelChain, Prepared, fitting
-from gateway.errors import GatewayError, openai_error_object
-from gateway.exchange import (
-    STREAM_FAILURES,
-    AttemptFailed,
-    ClientGone,
-    Exchange,
-    OpenStream,
-    UsageTracker,
-)
+from gateway.chain import ModelChain
+from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.handlers.chat_relay import relay, relays
-from gateway.handlers.common import (
-    HIGH_EFFORTS,
-    OPENAI,
-    RequestScope,
-    answer_headers,
-    authenticate,
-    bar_fallbacks,
-    committed_headers,
-    guarded,
-    input_estimate,
-    model_chain,
-    pinned,
-    read_json,
-    snapshot,
-    stream_headers,
+from gateway.handlers.common import RequestScope
+from gateway.handlers.pipeline import (
+    After,
+    Conversion,
+    Diverted,
+    Surface,
+    auto_cache,
+    openai_error_parts,
+    serve,
 )
-from gateway.handlers.translated import (
-    caps,
-    error_from_event,
-    inline_images,
-    invalid,
-    model_name,
-    upstream_body,
-)
-from gateway.http import (
-    JSON_CT,
-    SSE_HEADERS,
-    ApiRequest,
-    Headers,
-    Send,
-    StreamWriter,
-    base_headers,
-    send_response,
-)
-from gateway.prefix_digest import prefix_identity
-from gateway.protocols.fallbacks import RequestNeeds, translated_needs
-from gateway.protocols.openai.common import default_max_tokens
+from gateway.handlers.translated import caps, invalid
+from gateway.http import ApiRequest, Send
 from gateway.protocols.openai.inbound import (
     InvalidRequest,
     TranslatedRequest,
@@ -70,24 +39,20 @@ from gateway.protocols.openai.inbound import (
 )
 from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id, translate_response
 from gateway.protocols.openai.stream import ChatStreamTranslator
-from gateway.routing import has_thinking_signatures, session_key
-from gateway.signed_kinds import signatures_in
+from gateway.routing import has_thinking_signatures
 from gateway.thinking_store import store as thinking_store
 
-FMT = OPENAI
 
+class _Chat(Conversion[TranslatedRequest]):
+    """The chat request for the chain's models; besides the images, what only the first
+    translation looked up: the stored thinking of its tool calls and the models that produced
+    it, so another model's translation reuses them."""
 
-class _Request:
-    """The chat request as the chain's models need it: the caller's body, the options of its
-    translation, and what only the first translation fetched (image downloads, whether stored
-    thinking was missing), so another model's translation reuses them."""
+    __slots__ = ("blocks", "org_id", "thinking_by")
 
-    __slots__ = ("auto_cache", "blocks", "body", "images", "thinking_by")
-
-    def __init__(self, body: dict[str, Any], auto_cache: bool) -> None:
-        self.body = body
-        self.auto_cache = auto_cache
-        self.images: dict[str, dict[str, Any]] = {}  # param → the downloaded image's source
+    def __init__(self, body: dict[str, Any], auto_cache: bool, sent_len: int, org_id: int) -> None:
+        super().__init__(body, auto_cache, sent_len)
+        self.org_id = org_id
         self.blocks: dict[str, list[dict[str, Any]]] = {}  # stored thinking by tool call id
         self.thinking_by: set[str] = set()  # the models that produced it
 
@@ -97,249 +62,103 @@ class _Request:
         except InvalidRequest as exc:
             raise invalid(exc) from None
 
-    def for_model(self, model: ModelInfo) -> Prepared:
-        """Another model's request (a fallback, or a model of ezat/auto's chain)."""
-        tr = self.translate(model)
-        for ref in tr.images:
-            ref.block["source"] = self.images[ref.param]
+    def sent_max_tokens(self, tr: TranslatedRequest) -> int | None:
+        if self.body.get("max_completion_tokens") is None and self.body.get("max_tokens") is None:
+            return None
+        return int(tr.body["max_tokens"])
+
+    async def restore(self, tr: TranslatedRequest) -> None:
+        if not tr.tool_call_ids_needing_thinking:
+            return
+        stored = await thinking_store.lookup(self.org_id, tr.tool_call_ids_needing_thinking)
+        self.blocks, self.thinking_by = stored.blocks, stored.models
+        if not attach_thinking(tr.body, stored.blocks, tr.thinking):
+            # The signed blocks are gone (expired, other process without Redis): the upstream
+            # would refuse the turn, so this one request runs without thinking instead.
+            disable_thinking(tr.body)
+
+    def adapt(self, tr: TranslatedRequest, model: ModelInfo) -> None:
         # Signed thinking goes only to the model that produced it (this one, when the chain was
         # pinned to it; then the chain stops here): otherwise the blocks stay out, and a tool
         # loop whose thinking is not this model's runs without thinking.
         blocks = self.blocks if self.thinking_by == {model.id} else {}
         if not attach_thinking(tr.body, blocks, tr.thinking):
             disable_thinking(tr.body)
-        return _prepared(tr)
 
 
-def _prepared(tr: TranslatedRequest) -> Prepared:
-    return Prepared(lambda route: upstream_body(tr.body, route), tr.reasoning_effort, tr)
+class ChatCompletions(Surface[TranslatedRequest, ChatStreamTranslator]):
+    api = "chat"
+    ping = ChatStreamTranslator.PING
 
+    async def divert(
+        self, key: KeyInfo, body: dict[str, Any], models: ModelChain
+    ) -> Diverted | None:
+        if not relays(models):
+            return None
 
-async def _prepare(
-    request: ApiRequest, req: _Request, model: ModelInfo, org_id: int, scope: RequestScope
-) -> tuple[TranslatedRequest, int]:
-    """Translate, restore thinking blocks, inline image URLs; also returns the worst-case input
-    tokens (text by size, media by its pixels and pages)."""
-    tr = req.translate(model)
-    if tr.tool_call_ids_needing_thinking:
-        stored = await thinking_store.lookup(org_id, tr.tool_call_ids_needing_thinking)
-        req.blocks, req.thinking_by = stored.blocks, stored.models
-        if not attach_thinking(tr.body, stored.blocks, tr.thinking):
-            # The signed blocks are gone (expired, other process without Redis): the upstream
-            # would refuse the turn, so this one request runs without thinking instead.
-            disable_thinking(tr.body)
-    await inline_images(tr.images, model, tr.media, len(request.body), scope)
-    req.images = {ref.param: ref.block["source"] for ref in tr.images}
-    return tr, input_estimate(len(request.body), tr.media, model)
+        # OpenAI-kind models only: relayed as sent, not translated (chat_relay.py says why).
+        async def relayed(
+            request: ApiRequest, send: Send, scope: RequestScope, key: KeyInfo, body: Any
+        ) -> int:
+            args = {"api": self.api, "request_id": request.request_id, "key": key}
+            args["model_name"] = models.name
+            return await relay(request, send, scope, args, body, models)
 
+        return relayed
 
-def _sent_max_tokens(body: dict[str, Any], tr: TranslatedRequest) -> int | None:
-    """The request's own output limit; None when it was defaulted."""
-    if body.get("max_completion_tokens") is None and body.get("max_tokens") is None:
-        return None
-    return int(tr.body["max_tokens"])
+    async def conversion(
+        self, request: ApiRequest, key: KeyInfo, body: dict[str, Any], models: list[ModelInfo]
+    ) -> _Chat:
+        return _Chat(body, auto_cache(request), len(request.body), key.org_id)
 
+    def thinking_by(
+        self, conv: Conversion[TranslatedRequest], tr: TranslatedRequest
+    ) -> set[str] | None:
+        assert isinstance(conv, _Chat)
+        hint = orjson.dumps(tr.body) if tr.tool_call_ids_needing_thinking else b""
+        return conv.thinking_by if has_thinking_signatures(hint) else None
 
-def _candidates(
-    models: ModelChain, req: _Request, tr: TranslatedRequest, raw_len: int
-) -> list[Candidate]:
-    sent = _sent_max_tokens(req.body, tr)
+    async def answer(
+        self, exchange: Exchange, reply: dict[str, Any], tr: TranslatedRequest
+    ) -> tuple[Any, After]:
+        await thinking_store.put(
+            exchange.key.org_id,
+            thinking_blocks_by_tool_id(reply.get("content") or []),
+            exchange.model.id,
+        )
+        completion = translate_response(
+            reply,
+            request_id=exchange.request_id,
+            model_name=exchange.model_name,
+            created=int(time.time()),
+        )
+        return completion, None
 
-    def needs() -> RequestNeeds:
-        return translated_needs(
-            tr.body,
-            tr.media,
-            pending_images=len(tr.images),
-            max_tokens=sent,
-            honours_sampling=models.primary.sampling,
+    def translator(
+        self, exchange: Exchange, created: int, tr: TranslatedRequest
+    ) -> ChatStreamTranslator:
+        return ChatStreamTranslator(
+            request_id=exchange.request_id,
+            model_name=exchange.model_name,
+            created=created,
+            include_usage=tr.include_usage,
         )
 
-    def estimate(model: ModelInfo) -> int:
-        return input_estimate(raw_len, tr.media, model)
+    def stream_error(self, translator: ChatStreamTranslator, err: GatewayError) -> bytes:
+        """`data: {"error": …}` then `data: [DONE]`: openai-python raises APIError on the first."""
+        type_, code = openai_error_parts(err)
+        return translator.error_chunk(err.message, type_, code) + ChatStreamTranslator.DONE
 
-    found = []
-    for model in fitting(models, needs, estimate):
-        candidate = Candidate(
-            model,
-            models.response_name(model),
-            build=req.for_model,
-            estimate=estimate(model),
-            max_tokens=sent if sent is not None else default_max_tokens(caps(model)),
-        )
-        if model.id == models.requested_id:
-            candidate.prepared = _prepared(tr)
-        found.append(candidate)
-    return found
+    async def stream_end(
+        self, exchange: Exchange, translator: ChatStreamTranslator, tr: TranslatedRequest
+    ) -> tuple[bytes, bytes, After]:
+        blocks = translator.thinking_blocks_by_tool_id
+        await thinking_store.put(exchange.key.org_id, blocks, exchange.model.id)
+        return translator.usage_chunk(), ChatStreamTranslator.DONE, None
+
+
+CHAT = ChatCompletions()
 
 
 async def create_chat_completion(request: ApiRequest, send: Send) -> int:
-    async def handle(scope: RequestScope) -> int:
-        key = await authenticate(request, FMT)
-        body = await read_json(request)
-        name = model_name(body)
-        assert isinstance(body, dict)
-        models = await model_chain(request, await snapshot(), key, name, FMT, body)
-        if relays(models):
-            # OpenAI-kind models only: relayed as sent, not translated (chat_relay.py says why).
-            args = {"api": "chat", "request_id": request.request_id, "key": key, "model_name": name}
-            return await relay(request, send, scope, args, body, models)
-        # The requested model, or for ezat/auto what its chain shares: a request valid for it
-        # is valid for the models that may answer.
-        model = models.primary
-        auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
-        req = _Request(body, auto_cache)
-        tr, estimate = await _prepare(request, req, model, key.org_id, scope)
-        raw_upstream_hint = orjson.dumps(tr.body) if tr.tool_call_ids_needing_thinking else b""
-        signed = has_thinking_signatures(raw_upstream_hint)
-        candidates, barred = _candidates(models, req, tr, len(request.body)), None
-        if signed:
-            # To the model whose thinking the conversation carries, and no further.
-            candidates, barred = bar_fallbacks(pinned(candidates, req.thinking_by))
-        exchange = Exchange(
-            api="chat",
-            request_id=request.request_id,
-            key=key,
-            model=candidates[0].model,
-            model_name=name,
-            stream=tr.stream,
-            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
-            prefix=prefix_identity(tr.body),
-            pin_kind=signed,
-            signatures=signatures_in(tr.body) if signed else None,
-            high_effort=tr.reasoning_effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=models.requested_id,
-            fallbacks_barred=barred,
-            skipped=models.skipped,
-        )
-        await scope.admit(
-            exchange,
-            input_estimate=estimate,
-            max_tokens=tr.body["max_tokens"],
-        )
-        extra = FMT.rate_headers(scope.rate)
-        if tr.stream:
-            return await _stream(request, send, exchange, tr, extra)
-        return await _json(request, send, exchange, extra)
-
-    return await guarded(request, send, FMT, handle)
-
-
-async def _json(request: ApiRequest, send: Send, exchange: Exchange, extra: Headers) -> int:
-    reply = await exchange.call(exchange.body_for, None)
-    await thinking_store.put(
-        exchange.key.org_id,
-        thinking_blocks_by_tool_id(reply.get("content") or []),
-        exchange.model.id,
-    )
-    completion = translate_response(
-        reply,
-        request_id=request.request_id,
-        model_name=exchange.model_name,
-        created=int(time.time()),
-    )
-    await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
-    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
-    await send_response(send, 200, orjson.dumps(completion), headers)
-    exchange.log(200)
-    return 200
-
-
-async def _stream(
-    request: ApiRequest, send: Send, exchange: Exchange, tr: TranslatedRequest, extra: Headers
-) -> int:
-    created = int(time.time())
-    writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
-    )
-    try:
-        opened = await exchange.open_committed(
-            exchange.body_for, None, writer, ChatStreamTranslator.PING
-        )
-    except GatewayError as err:
-        if not writer.opened:
-            raise
-        status = FMT.error_status(err)
-        translator = _translator(request, exchange, created, tr)
-        await exchange.fail_stream(writer, _stream_error(translator, err), status, err=err)
-        return status
-    committed_headers(writer, exchange)
-    # Built at the first token: its chunks name the model that answers.
-    translator = _translator(request, exchange, created, tr)
-    return await _pump(request, exchange, opened, writer, translator)
-
-
-def _translator(
-    request: ApiRequest, exchange: Exchange, created: int, tr: TranslatedRequest
-) -> ChatStreamTranslator:
-    return ChatStreamTranslator(
-        request_id=request.request_id,
-        model_name=exchange.model_name,
-        created=created,
-        include_usage=tr.include_usage,
-    )
-
-
-def _stream_error(translator: ChatStreamTranslator, err: GatewayError) -> bytes:
-    """`data: {"error": …}` then `data: [DONE]`: openai-python raises APIError on the first."""
-    error = openai_error_object(err)
-    code = error["code"] if isinstance(error["code"], str) else None
-    return translator.error_chunk(err.message, str(error["type"]), code) + ChatStreamTranslator.DONE
-
-
-async def _pump(
-    request: ApiRequest,
-    exchange: Exchange,
-    opened: OpenStream,
-    writer: StreamWriter,
-    translator: ChatStreamTranslator,
-) -> int:
-    """Translate events after the commit point; `[DONE]` only after the usage is recorded."""
-    tracker = UsageTracker()
-    exchange.checkpoint(tracker)
-    disconnected = request.watch_disconnect()
-    batches = exchange.event_batches(opened, writer, ChatStreamTranslator.PING, disconnected)
-    try:
-        async with aclosing(batches):
-            async for batch in batches:
-                out: list[bytes] = []
-                for event, data in batch:
-                    name = event.name
-                    if name == "error":
-                        if out:
-                            # Chunks translated from the same read go out before the error: the
-                            # client must not lose the role chunk and content it was owed.
-                            await writer.write(b"".join(out))
-                        raise AttemptFailed(error_from_event(data), "error_event", retryable=False)
-                    tracker.absorb(name, data)
-                    chunk = translator.feed(data)
-                    if chunk:
-                        out.append(chunk)
-                    if name == "message_stop":
-                        if out:
-                            await writer.write(b"".join(out))
-                        blocks = translator.thinking_blocks_by_tool_id
-                        await thinking_store.put(exchange.key.org_id, blocks, exchange.model.id)
-                        await exchange.record(tracker)
-                        await writer.write(
-                            translator.usage_chunk()
-                            + exchange.cost_comment()
-                            + ChatStreamTranslator.DONE
-                        )
-                        await writer.close()
-                        exchange.log(200)
-                        return 200
-                if out:
-                    await writer.write(b"".join(out))
-    except ClientGone:
-        return await exchange.drain_after_disconnect(opened, tracker)
-    except STREAM_FAILURES as exc:
-        err = exchange.stream_failure(exc)
-        payload = _stream_error(translator, err)
-        await exchange.fail_stream(
-            writer, payload, 502, client_gone=request.disconnected, err=err, tracker=tracker
-        )
-        return 200
-    finally:
-        opened.response.close()
-    raise AssertionError("event_batches ends only by return or raise")
+    return await serve(request, send, CHAT)

@@ -25,6 +25,7 @@ import orjson
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.chain import Candidate, ModelChain, Prepared
+from gateway.context import RequestContext
 from gateway.errors import GatewayError, openai_error_object
 from gateway.exchange import STREAM_FAILURES, AttemptFailed, ClientGone, Exchange, OpenStream
 from gateway.handlers.common import (
@@ -169,14 +170,15 @@ async def relay(
         for m in models.models
     ]
     exchange = Exchange(
-        **exchange_args,
-        model=candidates[0].model,
-        stream=bool(body.get("stream")),
-        session=session,
-        high_effort=effort in HIGH_EFFORTS,
-        candidates=candidates,
-        requested_id=models.requested_id,
-        skipped=models.skipped,
+        RequestContext(
+            **exchange_args,
+            stream=bool(body.get("stream")),
+            session=session,
+            high_effort=effort in HIGH_EFFORTS,
+            candidates=candidates,
+            requested_id=models.requested_id,
+            skipped=models.skipped,
+        )
     )
     exchange.upstream_path = CHAT_PATH
     relayed = _Relay(body, tenant_cache_key(*exchange.tenant))

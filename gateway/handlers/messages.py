@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from contextlib import aclosing
 from typing import Any
 
 import orjson
 
 from catalog.snapshot import ModelInfo, Route
 from gateway.chain import Candidate, ModelChain, Prepared, fitting
+from gateway.context import RequestContext, request_context, sole
 from gateway.errors import GatewayError
 from gateway.exchange import (
-    STREAM_FAILURES,
-    ClientGone,
     Exchange,
-    OpenStream,
     UsageTracker,
 )
 from gateway.handlers.common import (
     ANTHROPIC,
-    HIGH_EFFORTS,
     RequestScope,
     answer_headers,
     authenticate,
@@ -36,7 +31,7 @@ from gateway.handlers.common import (
     snapshot,
     stream_headers,
 )
-from gateway.handlers.translated import error_from_event
+from gateway.handlers.pump import After, pump
 from gateway.http import (
     JSON_CT,
     SSE_HEADERS,
@@ -46,7 +41,6 @@ from gateway.http import (
     base_headers,
     send_response,
 )
-from gateway.prefix_digest import prefix_identity
 from gateway.protocols.anthropic import validation
 from gateway.protocols.anthropic.gateway_thinking import (
     may_hold_gateway_thinking,
@@ -54,11 +48,10 @@ from gateway.protocols.anthropic.gateway_thinking import (
 )
 from gateway.protocols.anthropic.media import tally_messages
 from gateway.protocols.anthropic.rewrite import with_model
-from gateway.protocols.anthropic.sse import PING_EVENT, error_event, frame
+from gateway.protocols.anthropic.sse import PING_EVENT, SSEEvent, error_event, frame
 from gateway.protocols.fallbacks import RequestNeeds, mapped_effort, messages_needs
 from gateway.protocols.media import InvalidMedia, MediaTally
 from gateway.routing import has_thinking_signatures, session_key
-from gateway.signed_kinds import signatures_in
 
 FMT = ANTHROPIC
 
@@ -107,21 +100,19 @@ async def create_message(request: ApiRequest, send: Send) -> int:
         if signed:
             candidates, barred = bar_fallbacks(candidates)
         exchange = Exchange(
-            api="messages",
-            request_id=request.request_id,
-            key=key,
-            model=candidates[0].model,
-            model_name=checked.model,
-            stream=checked.stream,
-            session=session_key(request.headers.get("x-ezat-session"), None, body),
-            prefix=prefix_identity(body),
-            pin_kind=signed,
-            signatures=signatures_in(body) if signed else None,
-            high_effort=effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=models.requested_id,
-            fallbacks_barred=barred,
-            skipped=models.skipped,
+            request_context(
+                api="messages",
+                request_id=request.request_id,
+                headers=request.headers,
+                key=key,
+                models=models,
+                candidates=candidates,
+                body=body,
+                stream=checked.stream,
+                signed=signed,
+                effort=effort,
+                fallbacks_barred=barred,
+            )
         )
         await scope.admit(
             exchange,
@@ -250,67 +241,36 @@ async def _stream(
         )
         return err.status
     committed_headers(writer, exchange)
-    disconnected = request.watch_disconnect()
-    return await pump_anthropic(request, exchange, opened, writer, disconnected)
+    hooks = _PassedThrough(request.request_id, exchange.model_name)
+    return await pump(request, exchange, opened, writer, hooks)
 
 
-async def pump_anthropic(
-    request: ApiRequest,
-    exchange: Exchange,
-    opened: OpenStream,
-    writer: StreamWriter,
-    disconnected: asyncio.Event,
-) -> int:
-    """Pass events through after the commit point; record usage before `message_stop`."""
-    tracker = UsageTracker()
-    exchange.checkpoint(tracker)
-    batches = exchange.event_batches(opened, writer, PING_EVENT, disconnected)
-    try:
-        async with aclosing(batches):
-            async for batch in batches:
-                # Events of one upstream read go out in one write (fewer ASGI sends).
-                out: list[bytes] = []
-                for event, data in batch:
-                    name = event.name
-                    tracker.absorb(name, data)
-                    if name == "message_start" and isinstance(data.get("message"), dict):
-                        data["message"]["model"] = exchange.model_name
-                        out.append(frame(name, data))
-                    elif name == "message_stop":
-                        if out:
-                            await writer.write(b"".join(out))
-                        await exchange.record(tracker)  # recorded before the client sees the end
-                        await writer.write(exchange.cost_comment() + event.raw)
-                        await writer.close()
-                        exchange.log(200)
-                        return 200
-                    elif name == "error":
-                        # The output so far is billed (before the client sees the error).
-                        if out:
-                            await writer.write(b"".join(out))
-                        await exchange.fail_stream(
-                            writer, event.raw, 502, err=error_from_event(data), tracker=tracker
-                        )
-                        return 200
-                    else:
-                        out.append(event.raw)
-                if out:
-                    await writer.write(b"".join(out))
-    except ClientGone:
-        return await exchange.drain_after_disconnect(opened, tracker)
-    except STREAM_FAILURES as exc:
-        # After the commit point nothing can be retried: tell the client in-stream, bill the
-        # output produced so far.
-        err = exchange.stream_failure(exc)
-        payload = error_event("api_error", err.message, request.request_id)
-        await exchange.fail_stream(
-            writer, payload, 502, client_gone=request.disconnected, err=err, tracker=tracker
-        )
-        return 200
-    finally:
-        opened.response.close()
-        request.close()
-    raise AssertionError("event_batches ends only by return or raise")
+class _PassedThrough:
+    """The Messages stream's hooks into the pump: events as the upstream sent them, but for the
+    model's name in `message_start`."""
+
+    __slots__ = ("model_name", "request_id")
+
+    ping = PING_EVENT
+
+    def __init__(self, request_id: str, model_name: str) -> None:
+        self.request_id = request_id
+        self.model_name = model_name
+
+    def feed(self, event: SSEEvent, data: dict[str, Any]) -> bytes:
+        name = event.name
+        if name == "message_start" and isinstance(data.get("message"), dict):
+            data["message"]["model"] = self.model_name
+            return frame(name, data)
+        return b"" if name == "message_stop" else event.raw
+
+    def failure(self, err: GatewayError, event: SSEEvent | None) -> bytes:
+        if event is not None:
+            return event.raw  # the upstream's own error event
+        return error_event("api_error", err.message, self.request_id)
+
+    async def end(self, event: SSEEvent) -> tuple[bytes, bytes, After]:
+        return b"", event.raw, None
 
 
 async def count_tokens(request: ApiRequest, send: Send) -> int:
@@ -331,24 +291,19 @@ async def count_tokens(request: ApiRequest, send: Send) -> int:
         if not model.prompt_caching:
             validation.strip_cache_control(body)
         exchange = Exchange(
-            api="count_tokens",
-            request_id=request.request_id,
-            key=key,
-            model=model,
-            model_name=checked.model,
-            stream=False,
-            session=session_key(request.headers.get("x-ezat-session"), None, body),
+            RequestContext(
+                api="count_tokens",
+                request_id=request.request_id,
+                key=key,
+                model_name=checked.model,
+                stream=False,
+                session=session_key(request.headers.get("x-ezat-session"), None, body),
+                candidates=sole(model, checked.model),
+            )
         )
         await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 
-        async def attempt(route: Any) -> bytes:
-            # anthropic-beta is deliberately not passed on for count_tokens (documented).
-            path = "/v1/messages/count_tokens"
-            upstream = _upstream_body(body, route.upstream_model_id)
-            _, payload = await exchange.post_json(route, path, upstream, None)
-            return payload
-
-        payload = await exchange.run(attempt)
+        payload = await exchange.count_tokens(body)
         headers = (
             base_headers(request.request_id)
             + [JSON_CT]

@@ -1,8 +1,9 @@
 """The OpenAI Responses API: `POST /openai/v1/responses` translated to Messages and back, the
 stored-response endpoints and `POST /openai/v1/responses/input_tokens`.
 
-Runs through the same admission, routing, failover, limits and billing as the other APIs
-(Exchange, api="responses"); translation happens in the pure modules of
+The pipeline of the translated APIs (gateway/handlers/pipeline.py) runs it, with the same
+admission, routing, failover, limits and billing as the other APIs (api="responses"); this module
+holds the Responses API's hooks, and translation happens in the pure modules of
 gateway.protocols.openai_responses. Reasoning a stateless client must carry is sealed
 (gateway/sealing.py); stored responses (`store: true`) go through gateway/stored_responses.py.
 """
@@ -10,63 +11,40 @@ gateway.protocols.openai_responses. Reasoning a stateless client must carry is s
 from __future__ import annotations
 
 import time
-from contextlib import aclosing
 from typing import Any
 
 import orjson
 
 from accounts.keycache import KeyInfo
-from catalog.snapshot import ModelInfo, Route
+from catalog.snapshot import ModelInfo
 from gateway import stored_responses
-from gateway.chain import Candidate, ModelChain, Prepared, fitting
-from gateway.errors import GatewayError, openai_error_object
-from gateway.exchange import (
-    STREAM_FAILURES,
-    AttemptFailed,
-    ClientGone,
-    Exchange,
-    OpenStream,
-    UsageTracker,
-)
+from gateway.chain import ModelChain
+from gateway.context import RequestContext, sole
+from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.handlers import responses_relay
 from gateway.handlers.common import (
-    HIGH_EFFORTS,
     OPENAI,
     RequestScope,
     answer_headers,
     authenticate,
-    bar_fallbacks,
-    committed_headers,
     counting_model,
     guarded,
-    input_estimate,
-    model_chain,
-    pinned,
-    read_json,
     snapshot,
-    stream_headers,
 )
-from gateway.handlers.translated import (
-    caps,
-    error_from_event,
-    inline_images,
-    invalid,
-    model_name,
-    upstream_body,
+from gateway.handlers.pipeline import (
+    After,
+    Conversion,
+    Diverted,
+    Surface,
+    auto_cache,
+    openai_error_parts,
+    read_request,
+    serve,
 )
-from gateway.http import (
-    JSON_CT,
-    SSE_HEADERS,
-    ApiRequest,
-    Headers,
-    Send,
-    StreamWriter,
-    base_headers,
-    send_response,
-)
-from gateway.prefix_digest import prefix_identity
-from gateway.protocols.fallbacks import RequestNeeds, translated_needs
-from gateway.protocols.openai.common import default_max_tokens, disable_thinking
+from gateway.handlers.translated import caps, invalid
+from gateway.http import JSON_CT, ApiRequest, Headers, Send, base_headers, send_response
+from gateway.protocols.openai.common import disable_thinking
 from gateway.protocols.openai.types import InvalidRequest
 from gateway.protocols.openai_responses import inbound
 from gateway.protocols.openai_responses.outbound import translate_response
@@ -74,23 +52,22 @@ from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
 from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
 from gateway.routing import session_key
 from gateway.sealing import ChainOpener, Sealer
-from gateway.signed_kinds import signatures_in
 
 FMT = OPENAI
 API = "responses"
 PREFIX = "/openai/v1/responses/"
 
 
-class _Request:
-    """The Responses request as the chain's models need it: the caller's body, the stored state
-    it continues, and what only the first translation fetched (image downloads).
+class _Responses(Conversion[TranslatedResponsesRequest]):
+    """The Responses request for the chain's models: the caller's body and the stored state it
+    continues.
 
     `sent_len` is the size of everything that goes upstream as text: the client's body plus the
     stored history and referenced items it expands to. Holds and size checks use it, not the
     body's bytes: a tiny body naming a large stored context costs the context (issue 31).
     """
 
-    __slots__ = ("auto_cache", "body", "history", "images", "opener", "referenced", "sent_len")
+    __slots__ = ("history", "opener", "referenced")
 
     def __init__(
         self,
@@ -101,13 +78,10 @@ class _Request:
         opener: ChainOpener,
         body_len: int,
     ) -> None:
-        self.body = body
-        self.auto_cache = auto_cache
+        super().__init__(body, auto_cache, body_len + stored_len(history, referenced))
         self.history = history
         self.referenced = referenced
         self.opener = opener
-        self.images: dict[str, dict[str, Any]] = {}
-        self.sent_len = body_len + stored_len(history, referenced)
 
     def translate(self, model: ModelInfo) -> TranslatedResponsesRequest:
         try:
@@ -128,13 +102,8 @@ class _Request:
             tr.thinking = False
         return tr
 
-    def for_model(self, model: ModelInfo) -> Prepared:
-        """Another model's request (a fallback, a model of ezat/auto's chain, or the model the
-        conversation's thinking was sealed for)."""
-        tr = self.translate(model)
-        for ref in tr.images:
-            ref.block["source"] = self.images[ref.param]
-        return _prepared(tr)
+    def sent_max_tokens(self, tr: TranslatedResponsesRequest) -> int | None:
+        return None if self.body.get("max_output_tokens") is None else int(tr.body["max_tokens"])
 
 
 def stored_len(history: list[dict[str, Any]] | None, referenced: dict[str, dict[str, Any]]) -> int:
@@ -149,13 +118,9 @@ def stored_len(history: list[dict[str, Any]] | None, referenced: dict[str, dict[
     return size
 
 
-def _prepared(tr: TranslatedResponsesRequest) -> Prepared:
-    return Prepared(lambda route: upstream_body(tr.body, route), tr.reasoning_effort, tr)
-
-
-async def _request(
+async def _conversion(
     request: ApiRequest, body: dict[str, Any], key: KeyInfo, opener: ChainOpener
-) -> _Request:
+) -> _Responses:
     """Look up the stored state the request continues (404 when it is gone)."""
     previous = body.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
@@ -172,121 +137,18 @@ async def _request(
             "was not stored, was deleted or has expired); send the conversation as input",
             param="previous_response_id",
         )
-    auto_cache = request.headers.get("x-ezat-cache", "").strip().lower() != "off"
-    return _Request(body, auto_cache, history, referenced, opener, len(request.body))
+    return _Responses(body, auto_cache(request), history, referenced, opener, len(request.body))
 
 
-async def _translate(
-    request: ApiRequest, req: _Request, model: ModelInfo, scope: RequestScope
-) -> tuple[TranslatedResponsesRequest, int]:
-    """Translate, inline image URLs; also returns the worst-case input tokens (text by size,
-    stored history included, media by its pixels and pages)."""
-    tr = req.translate(model)
-    await inline_images(tr.images, model, tr.media, req.sent_len, scope)
-    req.images = {ref.param: ref.block["source"] for ref in tr.images}
-    return tr, input_estimate(req.sent_len, tr.media, model)
-
-
-def _sent_max_tokens(body: dict[str, Any], tr: TranslatedResponsesRequest) -> int | None:
-    return None if body.get("max_output_tokens") is None else int(tr.body["max_tokens"])
-
-
-def _candidates(
-    models: ModelChain, req: _Request, tr: TranslatedResponsesRequest
-) -> list[Candidate]:
-    sent = _sent_max_tokens(req.body, tr)
-
-    def needs() -> RequestNeeds:
-        return translated_needs(
-            tr.body,
-            tr.media,
-            pending_images=len(tr.images),
-            max_tokens=sent,
-            honours_sampling=models.primary.sampling,
-        )
-
-    def estimate(model: ModelInfo) -> int:
-        return input_estimate(req.sent_len, tr.media, model)
-
-    found = []
-    for model in fitting(models, needs, estimate):
-        candidate = Candidate(
-            model,
-            models.response_name(model),
-            build=req.for_model,
-            estimate=estimate(model),
-            max_tokens=sent if sent is not None else default_max_tokens(caps(model)),
-        )
-        if model.id == models.requested_id:
-            candidate.prepared = _prepared(tr)
-        found.append(candidate)
-    return found
-
-
-def _signed(tr: TranslatedResponsesRequest) -> bool:
-    return any(
-        b.get("type") in ("thinking", "redacted_thinking")
-        for m in tr.body["messages"]
-        if m["role"] == "assistant"
-        for b in m["content"]
-    )
-
-
-async def create_response(request: ApiRequest, send: Send) -> int:
-    async def handle(scope: RequestScope) -> int:
-        key = await authenticate(request, FMT)
-        body = await read_json(request)
-        name = model_name(body)
-        assert isinstance(body, dict)
-        models = await model_chain(request, await snapshot(), key, name, FMT, body)
-        relayed = await responses_relay.plan(key, body, models)
-        if relayed is not None:  # to the provider's /responses as sent (responses_relay.py)
-            return await responses_relay.relay(request, send, scope, key, body, models, relayed)
-        # The requested model, or for ezat/auto what its chain shares: a request valid for it
-        # is valid for the models that may answer.
-        model = models.primary
-        opener = ChainOpener(key.org_id, [m.id for m in models.models])
-        req = await _request(request, body, key, opener)
-        tr, estimate = await _translate(request, req, model, scope)
-        # Signed thinking blocks are valid only on the platform and with the model that signed
-        # them: the request goes to the model its reasoning was sealed for, and no further.
-        signed = _signed(tr)
-        candidates, barred = _candidates(models, req, tr), None
-        if signed:
-            candidates, barred = bar_fallbacks(
-                pinned(candidates, {opener.opened_by} if opener.opened_by else set())
-            )
-        exchange = Exchange(
-            api=API,
-            request_id=request.request_id,
-            key=key,
-            model=candidates[0].model,
-            model_name=name,
-            stream=tr.stream,
-            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, tr.body),
-            prefix=prefix_identity(tr.body),
-            pin_kind=signed,
-            signatures=signatures_in(tr.body) if signed else None,
-            high_effort=tr.reasoning_effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=models.requested_id,
-            fallbacks_barred=barred,
-            skipped=models.skipped,
-        )
-        await scope.admit(
-            exchange,
-            input_estimate=estimate,
-            max_tokens=tr.body["max_tokens"],
-        )
-        extra = FMT.rate_headers(scope.rate)
-        if tr.dropped_tools:
-            # Hosted tools EZAT does not run or bill (docs/api.md), left out, never refused.
-            extra = [*extra, (b"x-ezat-dropped-tools", ",".join(tr.dropped_tools).encode())]
-        if tr.stream:
-            return await _stream(request, send, exchange, tr, extra)
-        return await _json(request, send, exchange, tr, extra)
-
-    return await guarded(request, send, FMT, handle)
+def _rendering(exchange: Exchange, tr: TranslatedResponsesRequest) -> dict[str, Any]:
+    """What the reply's translation and the stream's take from the request alike."""
+    return {
+        "echo": tr.echo,
+        "seal": _seal(exchange, tr),
+        "summary": tr.summary,
+        "include_encrypted": tr.include_encrypted,
+        "tools": tr.tool_map,
+    }
 
 
 def _seal(exchange: Exchange, tr: TranslatedResponsesRequest) -> Any:
@@ -302,157 +164,114 @@ def _store(
     tr: TranslatedResponsesRequest,
     response: dict[str, Any],
     output: list[dict[str, Any]],
-) -> Any:
+) -> After:
+    """The stored copy (`store: true`), written while the usage is recorded; awaited after."""
     if not tr.store:
         return None
-    return stored_responses.writer.save(
+    stored = stored_responses.writer.save(
         org_id=exchange.key.org_id,
         response_id=response["id"],
         model_id=exchange.model.id,
         response=response,
         context={"items": tr.items, "output": output},
     )
+    return lambda: stored_responses.writer.wait(stored)
 
 
-async def _json(
-    request: ApiRequest,
-    send: Send,
-    exchange: Exchange,
-    tr: TranslatedResponsesRequest,
-    extra: Headers,
-) -> int:
-    reply = await exchange.call(exchange.body_for, None)
-    tr = exchange.candidate.prepare().request  # the answering model's translation
-    response, output = translate_response(
-        reply,
-        request_id=request.request_id,
-        model_name=exchange.model_name,
-        created_at=int(time.time()),
-        echo=tr.echo,
-        seal=_seal(exchange, tr),
-        summary=tr.summary,
-        include_encrypted=tr.include_encrypted,
-        tools=tr.tool_map,
-    )
-    stored = _store(exchange, tr, response, output)
-    await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
-    if stored is not None:
-        await stored_responses.writer.wait(stored)
-    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
-    await send_response(send, 200, orjson.dumps(response), headers)
-    exchange.log(200)
-    return 200
-
-
-async def _stream(
-    request: ApiRequest,
-    send: Send,
-    exchange: Exchange,
-    tr: TranslatedResponsesRequest,
-    extra: Headers,
-) -> int:
-    created_at = int(time.time())
-    writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
-    )
+class Responses(Surface[TranslatedResponsesRequest, ResponsesStreamTranslator]):
+    api = API
     ping = ResponsesStreamTranslator.PING
-    try:
-        opened = await exchange.open_committed(exchange.body_for, None, writer, ping)
-    except GatewayError as err:
-        if not writer.opened:
-            raise
-        status = FMT.error_status(err)
-        translator = _translator(request, exchange, created_at, tr)
-        await exchange.fail_stream(writer, _failure(translator, err), status, err=err)
-        return status
-    committed_headers(writer, exchange)
-    # Built at the first token: its events name the model that answers, and its reasoning is
-    # sealed for that model.
-    tr = exchange.candidate.prepare().request
-    translator = _translator(request, exchange, created_at, tr)
-    return await _pump(request, exchange, opened, writer, translator, tr)
 
+    async def divert(
+        self, key: KeyInfo, body: dict[str, Any], models: ModelChain
+    ) -> Diverted | None:
+        planned = await responses_relay.plan(key, body, models)
+        if planned is None:
+            return None
 
-def _translator(
-    request: ApiRequest, exchange: Exchange, created_at: int, tr: TranslatedResponsesRequest
-) -> ResponsesStreamTranslator:
-    return ResponsesStreamTranslator(
-        request_id=request.request_id,
-        model_name=exchange.model_name,
-        created_at=created_at,
-        echo=tr.echo,
-        seal=_seal(exchange, tr),
-        summary=tr.summary,
-        include_encrypted=tr.include_encrypted,
-        tools=tr.tool_map,
-    )
+        # To the provider's /responses as sent, where every deployment has one
+        # (responses_relay.py says when, and how a relayed conversation is continued).
+        async def relayed(
+            request: ApiRequest, send: Send, scope: RequestScope, key: KeyInfo, body: Any
+        ) -> int:
+            return await responses_relay.relay(request, send, scope, key, body, models, planned)
 
+        return relayed
 
-def _failure(translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
-    error = openai_error_object(err)
-    code = error["code"] if isinstance(error["code"], str) else None
-    return translator.failure(err.message, code, FMT.error_status(err))
+    async def conversion(
+        self, request: ApiRequest, key: KeyInfo, body: dict[str, Any], models: list[ModelInfo]
+    ) -> _Responses:
+        opener = ChainOpener(key.org_id, [m.id for m in models])
+        return await _conversion(request, body, key, opener)
 
+    def thinking_by(
+        self, conv: Conversion[TranslatedResponsesRequest], tr: TranslatedResponsesRequest
+    ) -> set[str] | None:
+        if not any(
+            b.get("type") in ("thinking", "redacted_thinking")
+            for m in tr.body["messages"]
+            if m["role"] == "assistant"
+            for b in m["content"]
+        ):
+            return None
+        # The model its reasoning was sealed for.
+        assert isinstance(conv, _Responses)
+        opened_by = conv.opener.opened_by
+        return {opened_by} if opened_by else set()
 
-async def _pump(
-    request: ApiRequest,
-    exchange: Exchange,
-    opened: OpenStream,
-    writer: StreamWriter,
-    translator: ResponsesStreamTranslator,
-    tr: TranslatedResponsesRequest,
-) -> int:
-    """Translate events after the commit point; the final event only after the usage record
-    (and the stored copy) are written."""
-    tracker = UsageTracker()
-    exchange.checkpoint(tracker)
-    disconnected = request.watch_disconnect()
-    ping = ResponsesStreamTranslator.PING
-    batches = exchange.event_batches(opened, writer, ping, disconnected)
-    try:
-        async with aclosing(batches):
-            async for batch in batches:
-                out: list[bytes] = []
-                for event, data in batch:
-                    name = event.name
-                    if name == "error":
-                        if out:
-                            await writer.write(b"".join(out))
-                        raise AttemptFailed(error_from_event(data), "error_event", retryable=False)
-                    tracker.absorb(name, data)
-                    translated = translator.feed(data)
-                    if translated:
-                        out.append(translated)
-                    if name == "message_stop":
-                        if out:
-                            await writer.write(b"".join(out))
-                        final = translator.final_event()
-                        stored = (
-                            _store(exchange, tr, translator.response_snapshot(""), translator.items)
-                            if tr.store
-                            else None  # store: false (Codex, the Agents SDK): no snapshot built
-                        )
-                        await exchange.record(tracker)
-                        if stored is not None:
-                            await stored_responses.writer.wait(stored)
-                        await writer.write(exchange.cost_comment() + final)
-                        await writer.close()
-                        exchange.log(200)
-                        return 200
-                if out:
-                    await writer.write(b"".join(out))
-    except ClientGone:
-        return await exchange.drain_after_disconnect(opened, tracker)
-    except STREAM_FAILURES as exc:
-        err = exchange.stream_failure(exc)
-        payload = _failure(translator, err)
-        await exchange.fail_stream(
-            writer, payload, 502, client_gone=request.disconnected, err=err, tracker=tracker
+    def headers(self, tr: TranslatedResponsesRequest) -> Headers:
+        if not tr.dropped_tools:
+            return []
+        # Hosted tools EZAT does not run or bill (docs/api.md), left out, never refused.
+        return [(b"x-ezat-dropped-tools", ",".join(tr.dropped_tools).encode())]
+
+    async def answer(
+        self, exchange: Exchange, reply: dict[str, Any], tr: TranslatedResponsesRequest
+    ) -> tuple[Any, After]:
+        response, output = translate_response(
+            reply,
+            request_id=exchange.request_id,
+            model_name=exchange.model_name,
+            created_at=int(time.time()),
+            **_rendering(exchange, tr),
         )
-        return 200
-    finally:
-        opened.response.close()
-    raise AssertionError("event_batches ends only by return or raise")
+        return response, _store(exchange, tr, response, output)
+
+    def translator(
+        self, exchange: Exchange, created: int, tr: TranslatedResponsesRequest
+    ) -> ResponsesStreamTranslator:
+        return ResponsesStreamTranslator(
+            request_id=exchange.request_id,
+            model_name=exchange.model_name,
+            created_at=created,
+            **_rendering(exchange, tr),
+        )
+
+    def stream_error(self, translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
+        _, code = openai_error_parts(err)
+        return translator.failure(err.message, code, FMT.error_status(err))
+
+    async def stream_end(
+        self,
+        exchange: Exchange,
+        translator: ResponsesStreamTranslator,
+        tr: TranslatedResponsesRequest,
+    ) -> tuple[bytes, bytes, After]:
+        final = translator.final_event()
+        # store: false (Codex, the Agents SDK): no snapshot built.
+        after = (
+            _store(exchange, tr, translator.response_snapshot(""), translator.items)
+            if tr.store
+            else None
+        )
+        return b"", final, after
+
+
+RESPONSES = Responses()
+
+
+async def create_response(request: ApiRequest, send: Send) -> int:
+    return await serve(request, send, RESPONSES)
 
 
 # -- stored responses ------------------------------------------------------------------------------
@@ -528,34 +347,28 @@ async def input_tokens(request: ApiRequest, send: Send) -> int:
     """Free (never billed or listed), but it counts toward the key's requests per minute."""
 
     async def handle(scope: RequestScope) -> int:
-        key = await authenticate(request, FMT)
-        body = await read_json(request)
-        name = model_name(body)
-        assert isinstance(body, dict)
+        key, body, name = await read_request(request)
         model = await counting_model(await snapshot(), key, name, FMT)
         body = {**body, "stream": False}
-        req = await _request(request, body, key, ChainOpener(key.org_id, [model.id]))
-        tr, _ = await _translate(request, req, model, scope)
+        conv = await _conversion(request, body, key, ChainOpener(key.org_id, [model.id]))
+        tr = await conv.first(model, scope)
         counted = {k: v for k, v in tr.body.items() if k not in ("max_tokens", "stream")}
         exchange = Exchange(
-            api="responses_input_tokens",
-            request_id=request.request_id,
-            key=key,
-            model=model,
-            model_name=name,
-            stream=False,
-            session=session_key(request.headers.get("x-ezat-session"), tr.session_hint, counted),
+            RequestContext(
+                api="responses_input_tokens",
+                request_id=request.request_id,
+                key=key,
+                model_name=name,
+                stream=False,
+                session=session_key(
+                    request.headers.get("x-ezat-session"), tr.session_hint, counted
+                ),
+                candidates=sole(model, name),
+            )
         )
         await scope.admit(exchange, input_estimate=0, max_tokens=0, billable=False)
 
-        async def attempt(route: Route) -> bytes:
-            upstream = upstream_body(counted, route)
-            _, payload = await exchange.post_json(
-                route, "/v1/messages/count_tokens", upstream, None
-            )
-            return payload
-
-        payload = await exchange.run(attempt)
+        payload = await exchange.count_tokens(counted)
         try:
             count = orjson.loads(payload).get("input_tokens")
         except (orjson.JSONDecodeError, AttributeError):

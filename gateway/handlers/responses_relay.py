@@ -41,6 +41,7 @@ from catalog.platform_config import OPENAI_KINDS
 from catalog.snapshot import ModelInfo, Route
 from gateway import stored_responses
 from gateway.chain import Candidate, ModelChain, Prepared
+from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import STREAM_FAILURES, ClientGone, Exchange, OpenStream
 from gateway.handlers.common import (
@@ -282,17 +283,18 @@ async def relay(
         for m in models
     ]
     exchange = Exchange(
-        api=API,
-        request_id=request.request_id,
-        key=key,
-        model=candidates[0].model,
-        model_name=chain.name,
-        stream=bool(body.get("stream")),
-        session=_session(request, body),
-        high_effort=effort in HIGH_EFFORTS,
-        candidates=candidates,
-        requested_id=chain.requested_id,
-        skipped=chain.skipped,
+        RequestContext(
+            api=API,
+            request_id=request.request_id,
+            key=key,
+            model_name=chain.name,
+            stream=bool(body.get("stream")),
+            session=_session(request, body),
+            high_effort=effort in HIGH_EFFORTS,
+            candidates=candidates,
+            requested_id=chain.requested_id,
+            skipped=chain.skipped,
+        )
     )
     exchange.upstream_path = RESPONSES_PATH
     relayed = _Relay(body, tenant_cache_key(*exchange.tenant))

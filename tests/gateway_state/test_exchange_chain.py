@@ -24,6 +24,7 @@ from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import DeploymentInfo, ModelInfo, Route
 from gateway import limits
 from gateway.chain import Candidate, Prepared
+from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.limits.local import LocalLimiter
@@ -111,14 +112,15 @@ def exchange(*models: ModelInfo) -> Exchange:
         Candidate(m, m.id, prepared=Prepared(body), estimate=100, max_tokens=1000) for m in models
     ]
     return Exchange(
-        api="messages",
-        request_id=f"req_{next(_ids)}",
-        key=KEY,
-        model=models[0],
-        model_name=models[0].id,
-        stream=False,
-        session="s",
-        candidates=candidates,
+        RequestContext(
+            api="messages",
+            request_id=f"req_{next(_ids)}",
+            key=KEY,
+            model_name=models[0].id,
+            stream=False,
+            session="s",
+            candidates=candidates,
+        )
     )
 
 

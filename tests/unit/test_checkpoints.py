@@ -177,7 +177,7 @@ def _stream(name: str) -> tuple[object, object]:
         route=None,
         started_at=datetime(2026, 12, 1, tzinfo=UTC),
         hold_nano=1,
-        _slot=None,
+        slot=None,
         attempts=[],
         ttft_ms=5,
     )

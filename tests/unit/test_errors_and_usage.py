@@ -144,16 +144,19 @@ def test_models_without_caching_bill_cache_tokens_as_input() -> None:
 @pytest.mark.parametrize("payload", [b"<html>bad gateway</html>", b"[1, 2]", b""])
 async def test_a_200_with_an_unusable_body_is_a_502_not_a_500(payload: bytes) -> None:
     from accounts.keycache import KeyInfo
+    from gateway.context import RequestContext, sole
     from gateway.exchange import Exchange
 
     exchange = Exchange(
-        api="messages",
-        request_id="req_1",
-        key=KeyInfo(1, 1, "ezat_sk_x", 10, None),
-        model=_model(),
-        model_name="m",
-        stream=False,
-        session="s",
+        RequestContext(
+            api="messages",
+            request_id="req_1",
+            key=KeyInfo(1, 1, "ezat_sk_x", 10, None),
+            model_name="m",
+            stream=False,
+            session="s",
+            candidates=sole(_model(), "m"),
+        )
     )
 
     async def run(attempt: object) -> bytes:

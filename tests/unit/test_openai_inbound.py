@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.protocols.openai.inbound import EFFORT_LEVELS, ModelCaps
+from gateway.protocols.openai.inbound import ModelCaps
+from gateway.protocols.openai.types import EFFORT_LEVELS
 
 from .openai_helpers import CALL, CAPS, PDF, PNG, USER, assert_invalid, chat, deep, user
 

@@ -15,6 +15,7 @@ import redis
 from accounts.keycache import KeyInfo
 from catalog.snapshot import Route
 from gateway import limits, prefix_digest, routing_policies
+from gateway.context import RequestContext, sole
 from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange
 from gateway.prefix_digest import PrefixDigest, prefix_identity
@@ -250,14 +251,16 @@ async def test_redis_down_leaves_the_local_view_deciding(settings: Any) -> None:
 
 async def _tried_after_failure(session: str, model: Any) -> list[int]:
     exchange = Exchange(
-        api="messages",
-        request_id=f"rid-{session}",
-        key=KeyInfo(id=1, org_id=1, prefix="p", rpm_limit=100, spend_cap_nano=None),
-        model=model,
-        model_name="m",
-        stream=False,
-        session=session,
-        prefix="app prompt",
+        RequestContext(
+            api="messages",
+            request_id=f"rid-{session}",
+            key=KeyInfo(id=1, org_id=1, prefix="p", rpm_limit=100, spend_cap_nano=None),
+            model_name="m",
+            stream=False,
+            session=session,
+            prefix="app prompt",
+            candidates=sole(model, "m"),
+        )
     )
     await exchange.admit(input_estimate=10, max_tokens=10)
     tried: list[int] = []

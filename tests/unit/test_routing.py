@@ -23,6 +23,7 @@ from accounts.keycache import KeyInfo
 from catalog.pricing import Prices, PriceSchedule
 from catalog.snapshot import DeploymentInfo, ModelInfo, Route
 from gateway import limits
+from gateway.context import RequestContext, sole
 from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange
 from gateway.routing import (
@@ -483,14 +484,16 @@ def model_with(routes: list[Route]) -> ModelInfo:
 
 async def tried_kinds(routes: list[Route], session: str, *, pin_kind: bool) -> list[int]:
     exchange = Exchange(
-        api="messages",
-        request_id=f"rid-{session}-{pin_kind}",
-        key=KeyInfo(id=1, org_id=1, prefix="p", rpm_limit=100, spend_cap_nano=None),
-        model=model_with(routes),
-        model_name="kinds",
-        stream=False,
-        session=session,
-        pin_kind=pin_kind,
+        RequestContext(
+            api="messages",
+            request_id=f"rid-{session}-{pin_kind}",
+            key=KeyInfo(id=1, org_id=1, prefix="p", rpm_limit=100, spend_cap_nano=None),
+            model_name="kinds",
+            stream=False,
+            session=session,
+            candidates=sole(model_with(routes), "kinds"),
+            signatures=[] if pin_kind else None,
+        )
     )
     await exchange.admit(input_estimate=10, max_tokens=10)
     tried: list[int] = []

@@ -17,6 +17,7 @@ import pytest
 from accounts.keycache import KeyInfo
 from catalog.snapshot import Route
 from gateway import limits, routing_policies
+from gateway.context import RequestContext, sole
 from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange
 from gateway.routing import HealthBoard, health, rendezvous_order
@@ -142,13 +143,15 @@ def test_an_unknown_policy_refuses_to_start() -> None:
 
 async def _exchange(session: str) -> Exchange:
     exchange = Exchange(
-        api="messages",
-        request_id=f"rid-{session}",
-        key=KeyInfo(id=1, org_id=1, prefix="p", rpm_limit=100, spend_cap_nano=None),
-        model=model_with([route(1), route(2)]),
-        model_name="kinds",
-        stream=False,
-        session=session,
+        RequestContext(
+            api="messages",
+            request_id=f"rid-{session}",
+            key=KeyInfo(id=1, org_id=1, prefix="p", rpm_limit=100, spend_cap_nano=None),
+            model_name="kinds",
+            stream=False,
+            session=session,
+            candidates=sole(model_with([route(1), route(2)]), "kinds"),
+        )
     )
     await exchange.admit(input_estimate=10, max_tokens=10)
     return exchange

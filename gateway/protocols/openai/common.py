@@ -220,6 +220,37 @@ def forces_tool(choice: dict[str, Any] | None) -> bool:
     return choice is not None and choice["type"] in ("any", "tool")
 
 
+def apply_tool_choice(body: dict[str, Any], choice: dict[str, Any] | None, caps: ModelCaps) -> bool:
+    """The translated `tool_choice` into the body, when there is one; whether it forces a tool
+    (checked against the model: some cannot be forced)."""
+    if choice is None:
+        return False
+    body["tool_choice"] = choice
+    return checked_forced_tool(choice, caps)
+
+
+def finish_body(
+    body: dict[str, Any],
+    output_config: dict[str, Any],
+    output_format: dict[str, Any] | None,
+    *,
+    caps: ModelCaps,
+    cache_params: list[str],
+    auto_cache: bool,
+    stream: bool,
+) -> None:
+    """The last steps of both translations: the output format and config, prompt-cache
+    breakpoints where the model caches, and the stream flag."""
+    if output_format is not None:
+        output_config["format"] = output_format
+    if output_config:
+        body["output_config"] = output_config
+    if caps.prompt_caching:
+        apply_prompt_caching(body, cache_params, auto_cache)
+    if stream:
+        body["stream"] = True
+
+
 def checked_forced_tool(choice: dict[str, Any] | None, caps: ModelCaps) -> bool:
     """Whether `choice` forces a tool call; a 400 naming the model where its page says forced
     tool use returns an error (gateway.protocols.model_rules)."""
@@ -247,6 +278,21 @@ def json_object_refused(param: str, use: str) -> InvalidRequest:
         f"enforce; use {use}",
         param,
     )
+
+
+def asks_for_schema(fmt: dict[str, Any], param: str, use: str) -> bool:
+    """Whether a format object (chat's `response_format`, the Responses API's `text.format`)
+    asks for a JSON Schema: `text` is no format at all (False), `json_object` is refused (there
+    is no schema to enforce; `use` says what to send instead), any other type is a 400 naming
+    `param`.type."""
+    kind = fmt.get("type")
+    if kind == "text":
+        return False
+    if kind == "json_object":
+        raise json_object_refused(param, use)
+    if kind != "json_schema":
+        raise InvalidRequest(f'{param}.type: must be "text" or "json_schema"', f"{param}.type")
+    return True
 
 
 def json_schema_format(schema: object, caps: ModelCaps, param: str, field: str) -> dict[str, Any]:

@@ -13,17 +13,9 @@ from typing import Any
 from . import common
 from .common import disable_thinking
 from .inbound_messages import Converter, short
-from .types import (
-    EFFORT_LEVELS,
-    ImageRef,
-    InvalidRequest,
-    ModelCaps,
-    TranslatedRequest,
-)
+from .types import InvalidRequest, ModelCaps, TranslatedRequest
 
 __all__ = [
-    "EFFORT_LEVELS",
-    "ImageRef",
     "InvalidRequest",
     "ModelCaps",
     "TranslatedRequest",
@@ -74,25 +66,22 @@ def translate_request(
     forced_tool = False
     if tools:
         body["tools"] = tools
-        tool_choice = _tool_choice(chat, tools)
-        if tool_choice is not None:
-            body["tool_choice"] = tool_choice
-            forced_tool = common.checked_forced_tool(tool_choice, caps)
+        forced_tool = common.apply_tool_choice(body, _tool_choice(chat, tools), caps)
 
     effort = common.reasoning_effort(chat.get("reasoning_effort"), caps, "reasoning_effort")
     output_config: dict[str, Any] = {}
     thinking = common.apply_reasoning(body, output_config, effort, forced_tool)
     common.apply_sampling(chat.get("temperature"), chat.get("top_p"), caps, thinking, body)
     response_format = _response_format(chat.get("response_format"), caps)
-    if response_format is not None:
-        output_config["format"] = response_format
-    if output_config:
-        body["output_config"] = output_config
-
-    if caps.prompt_caching:
-        common.apply_prompt_caching(body, conv.cache_params, auto_cache)
-    if stream:
-        body["stream"] = True
+    common.finish_body(
+        body,
+        output_config,
+        response_format,
+        caps=caps,
+        cache_params=conv.cache_params,
+        auto_cache=auto_cache,
+        stream=stream,
+    )
     return TranslatedRequest(
         body=body,
         stream=stream,
@@ -240,17 +229,9 @@ def _response_format(raw: object, caps: ModelCaps) -> dict[str, Any] | None:
         return None
     if not isinstance(raw, dict):
         raise InvalidRequest("response_format: must be an object", "response_format")
-    kind = raw.get("type")
-    if kind == "text":
+    use = '{"type": "json_schema", "json_schema": {"schema": ...}}'
+    if not common.asks_for_schema(raw, "response_format", use):
         return None
-    if kind == "json_object":
-        raise common.json_object_refused(
-            "response_format", '{"type": "json_schema", "json_schema": {"schema": ...}}'
-        )
-    if kind != "json_schema":
-        raise InvalidRequest(
-            'response_format.type: must be "text" or "json_schema"', "response_format.type"
-        )
     if not caps.structured_outputs:
         raise InvalidRequest(
             f"response_format: model {caps.canonical_id} does not support structured outputs",

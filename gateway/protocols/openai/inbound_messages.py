@@ -7,6 +7,7 @@ merging and hoisting, Anthropic's own error indexes would point somewhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -58,6 +59,30 @@ def parse_data_url(url: str, param: str) -> tuple[str, str]:
     if not data:
         raise InvalidRequest(f"{param}: the data URL is empty", param)
     return media_type.strip().lower(), data
+
+
+# (part, its JSON path, the message's role) -> its Anthropic block, or None to leave it out.
+PartReader = Callable[[object, str, str], dict[str, Any] | None]
+
+
+def content_blocks(
+    content: object, param: str, role: str, part: PartReader, parts_name: str
+) -> list[dict[str, Any]]:
+    """A message's content (a string or an array of parts, each read by `part`) as Anthropic
+    blocks; empty text is dropped. `parts_name` says what the array holds in the error. Both
+    OpenAI APIs read content this way (chat messages, Responses message items)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise InvalidRequest(
+            f"{param}.content: must be a string or an array of {parts_name}", f"{param}.content"
+        )
+    blocks: list[dict[str, Any]] = []
+    for j, item in enumerate(content):
+        block = part(item, f"{param}.content[{j}]", role)
+        if block is not None:
+            blocks.append(block)
+    return blocks
 
 
 class _Turn:
@@ -210,21 +235,10 @@ class Converter:
 
     def _content(self, content: object, param: str, role: str) -> list[dict[str, Any]]:
         """Content (string, parts or null) -> Anthropic blocks; empty text is dropped."""
-        if isinstance(content, str):
-            return [{"type": "text", "text": content}] if content else []
         if content is None and role == "assistant":
             return []
-        if not isinstance(content, list):
-            parts = "content parts" if role == "user" else "text parts"
-            raise InvalidRequest(
-                f"{param}.content: must be a string or an array of {parts}", f"{param}.content"
-            )
-        blocks: list[dict[str, Any]] = []
-        for j, part in enumerate(content):
-            block = self._part(part, f"{param}.content[{j}]", role)
-            if block is not None:
-                blocks.append(block)
-        return blocks
+        parts = "content parts" if role == "user" else "text parts"
+        return content_blocks(content, param, role, self._part, parts)
 
     def _part(self, part: object, param: str, role: str) -> dict[str, Any] | None:
         if not isinstance(part, dict):

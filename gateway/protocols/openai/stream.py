@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from gateway.protocols.anthropic.usage import absorb_usage
+
 from .outbound import finish_reason, map_usage
 
 __all__ = ["ChatStreamTranslator"]
@@ -103,14 +105,10 @@ class ChatStreamTranslator:
         if kind == "content_block_stop":
             return self._block_stop(event)
         if kind == "message_start":
-            message = event.get("message")
-            if isinstance(message, dict):
-                self._merge_usage(message.get("usage"))
+            absorb_usage(self.usage, event)
             return self._begin()
         if kind == "message_delta":
-            self._merge_usage(event.get("usage"))
-            delta = event.get("delta")
-            stop_reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+            stop_reason = absorb_usage(self.usage, event)
             if stop_reason is None:
                 return b""
             self.stop_reason = stop_reason
@@ -266,19 +264,3 @@ class ChatStreamTranslator:
             + self._tail
         )
         return out if self.started else self._begin() + out
-
-    def _merge_usage(self, usage: object) -> None:
-        """Anthropic usage counters are cumulative: later values overwrite earlier ones."""
-        if not isinstance(usage, dict):
-            return
-        current = self.usage
-        for key, value in usage.items():
-            if value is None:
-                continue
-            if isinstance(value, dict):
-                previous = current.get(key)
-                merged = dict(previous) if isinstance(previous, dict) else {}
-                merged.update((k, v) for k, v in value.items() if v is not None)
-                current[key] = merged
-            else:
-                current[key] = value

@@ -1,7 +1,8 @@
 """Shared types of the OpenAI Chat Completions <-> Anthropic Messages translators.
 
 Kept in their own module so inbound, outbound and stream can share them without import cycles;
-`inbound` re-exports them because that is where callers expect to find them.
+`inbound` re-exports what its callers pass in and get back (ModelCaps, InvalidRequest,
+TranslatedRequest), and the package re-exports them all.
 """
 
 from __future__ import annotations

@@ -107,10 +107,7 @@ def translate_request(
     forced_tool = False
     if toolset.tools:
         body["tools"] = toolset.tools
-        choice = tool_choice(req, toolset)
-        if choice is not None:
-            body["tool_choice"] = choice
-            forced_tool = common.checked_forced_tool(choice, caps)
+        forced_tool = common.apply_tool_choice(body, tool_choice(req, toolset), caps)
     elif req.get("tool_choice") is not None:
         tool_choice(req, toolset)  # still validated, as OpenAI does
 
@@ -128,15 +125,15 @@ def translate_request(
         body["thinking"]["display"] = "summarized" if summary else "omitted"
     common.apply_sampling(req.get("temperature"), req.get("top_p"), caps, thinking, body)
     text_format = _text_format(req.get("text"), caps)
-    if text_format is not None:
-        output_config["format"] = text_format
-    if output_config:
-        body["output_config"] = output_config
-
-    if caps.prompt_caching:
-        common.apply_prompt_caching(body, conv.cache_params, auto_cache)
-    if stream:
-        body["stream"] = True
+    common.finish_body(
+        body,
+        output_config,
+        text_format,
+        caps=caps,
+        cache_params=conv.cache_params,
+        auto_cache=auto_cache,
+        stream=stream,
+    )
     return TranslatedResponsesRequest(
         body=body,
         stream=stream,
@@ -306,15 +303,7 @@ def _text_format(raw: object, caps: ModelCaps) -> dict[str, Any] | None:
         return None
     if not isinstance(fmt, dict):
         raise InvalidRequest("text.format: must be an object", "text.format")
-    kind = fmt.get("type")
-    if kind == "text":
+    use = '{"type": "json_schema", "name": ..., "schema": ...}'
+    if not common.asks_for_schema(fmt, "text.format", use):
         return None
-    if kind == "json_object":
-        raise common.json_object_refused(
-            "text.format", '{"type": "json_schema", "name": ..., "schema": ...}'
-        )
-    if kind != "json_schema":
-        raise InvalidRequest(
-            'text.format.type: must be "text" or "json_schema"', "text.format.type"
-        )
     return common.json_schema_format(fmt.get("schema"), caps, "text.format.schema", "text.format")

@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.protocols.openai.inbound_messages import Converter, parse_arguments, short
+from gateway.protocols.openai.inbound_messages import (
+    Converter,
+    content_blocks,
+    parse_arguments,
+    short,
+)
 from gateway.protocols.openai.types import InvalidRequest
 
 from .tools import CUSTOM_INPUT, flat_name
@@ -131,19 +136,7 @@ class ItemConverter:
             self._turn("assistant").blocks.extend(blocks)
 
     def _parts(self, content: object, param: str, role: str) -> list[dict[str, Any]]:
-        if isinstance(content, str):
-            return [{"type": "text", "text": content}] if content else []
-        if not isinstance(content, list):
-            raise InvalidRequest(
-                f"{param}.content: must be a string or an array of content parts",
-                f"{param}.content",
-            )
-        blocks: list[dict[str, Any]] = []
-        for j, part in enumerate(content):
-            block = self._part(part, f"{param}.content[{j}]", role)
-            if block is not None:
-                blocks.append(block)
-        return blocks
+        return content_blocks(content, param, role, self._part, "content parts")
 
     def _part(self, part: object, param: str, role: str) -> dict[str, Any] | None:
         if not isinstance(part, dict):

@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from gateway.protocols.anthropic.usage import absorb_usage
+
 from .custom_input import CustomInputDecoder
 from .outbound import (
     client_output,
@@ -172,14 +174,10 @@ class ResponsesStreamTranslator:
         if kind == "content_block_stop":
             return self._on_stop(event)
         if kind == "message_start":
-            message = event.get("message")
-            if isinstance(message, dict):
-                self._merge_usage(message.get("usage"))
+            absorb_usage(self.usage, event)
             return self._begin()
         if kind == "message_delta":
-            self._merge_usage(event.get("usage"))
-            delta = event.get("delta")
-            stop_reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+            stop_reason = absorb_usage(self.usage, event)
             if isinstance(stop_reason, str):
                 self.stop_reason = stop_reason
             return b""
@@ -477,14 +475,6 @@ class ResponsesStreamTranslator:
         return out + self._event(
             "response.output_item.done", {"output_index": position, "item": shown}
         )
-
-    def _merge_usage(self, usage: object) -> None:
-        """Anthropic usage counters are cumulative: later values overwrite earlier ones."""
-        if not isinstance(usage, dict):
-            return
-        for key, value in usage.items():
-            if value is not None:
-                self.usage[key] = value
 
 
 def _custom_arguments(item: _Item) -> object:
