@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.protocols.openai.inbound import (
-    EFFORT_LEVELS,
     InvalidRequest,
     ModelCaps,
     TranslatedRequest,
@@ -21,6 +20,7 @@ from gateway.protocols.openai.inbound import (
     translate_request,
 )
 from gateway.protocols.openai.outbound import thinking_blocks_by_tool_id
+from gateway.protocols.openai.types import EFFORT_LEVELS
 
 from .openai_helpers import CALL, CAPS, PDF, PNG, TOOL, USER, chat, text, user
 
