@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from gateway.providers.openai.relay import (
     DONE,
+    ModelRename,
     RelayDecoder,
     RelayStreamError,
-    rename_model,
 )
 from gateway.usage import UsageTracker
 
@@ -89,8 +89,11 @@ def test_a_chunk_that_is_not_json_breaks_the_stream() -> None:
 
 
 def test_rename_model_covers_both_spacings() -> None:
-    assert rename_model(b'{"model":"a"}', b'"a"', b'"b"') == b'{"model":"b"}'
-    assert rename_model(b'{"model": "a"}', b'"a"', b'"b"') == b'{"model": "b"}'
+    rename = ModelRename("a", "b")
+    assert rename(b'{"model":"a"}') == b'{"model":"b"}'
+    assert rename(b'{"model": "a"}') == b'{"model": "b"}'
+    assert rename(b'data: {"model":"a"}\n\ndata: {"model":"a"}\n\n').count(b'"b"') == 2
+    assert ModelRename("a", "a")(b'{"model":"a"}') == b'{"model":"a"}'
 
 
 @given(st.lists(st.integers(min_value=0, max_value=len(b"".join(STREAM))), max_size=8))
