@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.providers.openai.mapping import anthropic_usage, error_type, reasoning_of
 
@@ -286,3 +287,20 @@ class ModelRename:
         for old, new in self._pairs:
             raw = raw.replace(old, new)
         return raw
+
+
+def spliced_body(raw: bytes, model: str, members: bytes) -> bytes | None:
+    """A relayed request body without a re-serialisation: the client's JSON object `raw` with
+    its top-level model replaced (`with_model`: the key `"model"` occurs once) and `members`
+    (`"name":value,` each, none of them a key of `raw`) put first. None when that cannot be
+    done safely: then the caller serialises the parsed body. A `\\u` escape anywhere refuses
+    too: a key spelt with escapes would not be seen by the byte search."""
+    if b"\\u" in raw:
+        return None
+    renamed = with_model(raw, model)
+    if renamed is None:
+        return None
+    if not members:
+        return renamed
+    start = renamed.index(b"{") + 1  # an object: only whitespace may come before its brace
+    return renamed[:start] + members + renamed[start:]
