@@ -15,7 +15,13 @@ keeps the chunk's own bytes as the event's `raw`, which is what the client gets:
 | `[DONE]`                               | message_stop                        | `[DONE]`   |
 
 (*) a chunk holding both a delta and the usage gives two events, the usage one with empty raw.
-Pure: no Django, no I/O.
+
+The hot path: the chunks after the first text chunk that differ from it only in their text (a
+provider repeats the id, model and fingerprint in each) are not parsed, and those of one read
+become one content_block_delta holding their bytes and their texts joined (`_template_of`).
+That made the relay's reading cheaper than the Claude path's (bench/README.md, "OpenAI-kind
+paths beside the Claude path"; `python -m bench.instr_relay`). The request body is spliced
+the same way (`spliced_body`). Pure: no Django, no I/O.
 """
 
 from __future__ import annotations
