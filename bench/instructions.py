@@ -178,7 +178,12 @@ def _load(target: loadgen.Target, stream: bool, tokens: int, n: int) -> float:
 
 
 def gateway(
-    tmp: Path, requests: int, idle_seconds: float, log: Any, apis: list[str] | None = None
+    tmp: Path,
+    requests: int,
+    idle_seconds: float,
+    log: Any,
+    apis: list[str] | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     if shutil.which("callgrind_control") is None:
         raise BenchError("needs valgrind (apt-get install valgrind)")
@@ -211,20 +216,32 @@ def gateway(
         idle = cg.dump()
         idle_rate = idle / idle_seconds
         log(f"gateway idle: {idle_rate:,.0f} instructions/s")
-        rows = []
-        for api, target in targets.items():
-            row: dict[str, Any] = {"api": api, "requests": requests}
+        # Rounds, and within a round each cell for every API back to back: a window's count
+        # includes what the worker's loop and threads do per second of wall time, which the
+        # machine's load stretches, so each figure is the least of its rounds.
+        found: dict[str, dict[str, list[dict[str, Any]]]] = {a: {} for a in targets}
+        for _ in range(rounds):
             for cell, stream, tokens in cells:
-                cg.zero()
-                seconds = _load(target, stream, tokens, requests)
-                count = cg.dump()
-                net = count - idle_rate * seconds
-                row[cell] = {
-                    "raw": count,
-                    "seconds": round(seconds, 2),
-                    "per_request": round(net / requests),
-                }
-                log(f"gateway {api} {cell}: {net / requests:,.0f} per request ({seconds:.1f} s)")
+                for api, target in targets.items():
+                    cg.zero()
+                    seconds = _load(target, stream, tokens, requests)
+                    count = cg.dump()
+                    net = count - idle_rate * seconds
+                    found[api].setdefault(cell, []).append(
+                        {
+                            "raw": count,
+                            "seconds": round(seconds, 2),
+                            "per_request": round(net / requests),
+                        }
+                    )
+                    log(
+                        f"gateway {api} {cell}: {net / requests:,.0f} per request ({seconds:.1f} s)"
+                    )
+        rows = []
+        for api, windows in found.items():
+            row: dict[str, Any] = {"api": api, "requests": requests}
+            for cell, runs in windows.items():
+                row[cell] = {**min(runs, key=lambda w: w["per_request"]), "rounds": runs}
             row["per_event"] = round(
                 (row["stream_long"]["per_request"] - row["stream"]["per_request"]) / (LONG - SHORT),
                 1,
@@ -261,6 +278,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", type=int, default=20, help="translator streams per run")
     parser.add_argument("--requests", type=int, default=20, help="gateway requests per window")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=1, help="gateway windows per figure (least)")
     parser.add_argument(
         "--apis",
         default=GATEWAY_APIS,
@@ -294,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
             results["translators"] = translators(Path(tmp), args.streams, list(SHAPES), log)
         if "gateway" in phases:
             results["gateway"] = gateway(
-                Path(tmp), args.requests, args.idle_seconds, log, args.apis.split(",")
+                Path(tmp), args.requests, args.idle_seconds, log, args.apis.split(","), args.rounds
             )
     (out / "instructions.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     (out / "report.md").write_text(instr_report.render(results))
