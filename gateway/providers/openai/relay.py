@@ -298,15 +298,10 @@ class ModelRename:
 def spliced_body(raw: bytes, model: str, members: bytes) -> bytes | None:
     """A relayed request body without a re-serialisation: the client's JSON object `raw` with
     its top-level model replaced (`with_model`: the key `"model"` occurs once) and `members`
-    (`"name":value,` each, none of them a key of `raw`) put first. None when that cannot be
+    (`"name":value,` each, none of them a key of `raw`) put before it. None when that cannot be
     done safely: then the caller serialises the parsed body. A `\\u` escape anywhere refuses
-    too: a key spelt with escapes would not be seen by the byte search."""
-    if b"\\u" in raw:
+    too: a key spelt with escapes would not be seen by the byte search. (A one-byte search
+    first: it is memchr, a two-byte one is ~300× slower on a 400 KB prompt.)"""
+    if b"\\" in raw and b"\\u" in raw:
         return None
-    renamed = with_model(raw, model)
-    if renamed is None:
-        return None
-    if not members:
-        return renamed
-    start = renamed.index(b"{") + 1  # an object: only whitespace may come before its brace
-    return renamed[:start] + members + renamed[start:]
+    return with_model(raw, model, members)
