@@ -13,6 +13,7 @@ from gateway.providers.openai.relay import (
     ModelRename,
     RelayDecoder,
     RelayStreamError,
+    rename_model,
     spliced_body,
 )
 from gateway.usage import UsageTracker
@@ -95,6 +96,7 @@ def test_rename_model_covers_both_spacings() -> None:
     assert rename(b'{"model": "a"}') == b'{"model": "b"}'
     assert rename(b'data: {"model":"a"}\n\ndata: {"model":"a"}\n\n').count(b'"b"') == 2
     assert ModelRename("a", "a")(b'{"model":"a"}') == b'{"model":"a"}'
+    assert rename_model(b'{"model": "a"}', b'"a"', b'"b"') == b'{"model": "b"}'  # one chunk
 
 
 @given(st.lists(st.integers(min_value=0, max_value=len(b"".join(STREAM))), max_size=8))

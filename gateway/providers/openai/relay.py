@@ -56,9 +56,11 @@ class RelayEvent(SSEEvent):
 
     __slots__ = ("parsed",)
 
-    def __init__(self, name: str, parsed: dict[str, Any], raw: bytes) -> None:
+    def __init__(self, name: str, data: bytes, raw: bytes, parsed: Any = None) -> None:
+        # One call instead of the dataclass's and an attribute set (one event per read or
+        # chunk); `RelayEvent(name, b"", raw)` then `.parsed = ...` works as before.
         self.name = name
-        self.data = b""
+        self.data = data
         self.raw = raw
         self.parsed = parsed
 
@@ -99,7 +101,7 @@ class RelayDecoder:
                 text = middle.decode()
                 if b"\\" not in middle and text.isprintable():
                     delta = {"delta": {"type": "text_delta", "text": text}}
-                    return [RelayEvent("content_block_delta", delta, chunk)]
+                    return [RelayEvent("content_block_delta", b"", chunk, delta)]
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         blocks = (self._buffer + chunk if self._buffer else chunk).split(b"\n\n")
@@ -136,7 +138,7 @@ class RelayDecoder:
 
     def _chunk(self, data: bytes, events: list[SSEEvent], one_line: bool = False) -> None:
         if data == b"[DONE]":
-            events.append(RelayEvent("message_stop", {"type": "message_stop"}, DONE))
+            events.append(RelayEvent("message_stop", b"", DONE, {"type": "message_stop"}))
             return
         try:
             parsed = orjson.loads(data)
@@ -149,7 +151,7 @@ class RelayDecoder:
         if error is not None and isinstance(error, dict):
             message = str(error.get("message") or "the provider reported an error")
             body = {"type": "error", "error": {"type": error_type(error), "message": message}}
-            events.append(RelayEvent("error", body, raw))
+            events.append(RelayEvent("error", b"", raw, body))
             return
         choices = parsed.get("choices")
         text: str | None = None
@@ -158,7 +160,7 @@ class RelayDecoder:
         if not self._started:
             self._started = True
             usage = {"input_tokens": self._estimate, "output_tokens": 0}
-            events.append(RelayEvent("message_start", {"message": {"usage": usage}}, raw))
+            events.append(RelayEvent("message_start", b"", raw, {"message": {"usage": usage}}))
             raw = b""  # the chunk goes out once, with its message_start
             if not text:
                 # A role-only first chunk is not content yet: the exchange may still fail
@@ -166,18 +168,18 @@ class RelayDecoder:
                 text = None
         if text is not None:
             delta_body = {"delta": {"type": "text_delta", "text": text}}
-            events.append(RelayEvent("content_block_delta", delta_body, raw))
+            events.append(RelayEvent("content_block_delta", b"", raw, delta_body))
             if raw and one_line and self._template is NO_TEMPLATE:
                 self._template = _template_of(data, parsed, text)
             raw = b""
         usage = parsed.get("usage")
         if usage is not None and isinstance(usage, dict):
             body = {"usage": anthropic_usage(usage), "delta": {"stop_reason": self._finish}}
-            events.append(RelayEvent("message_delta", body, raw))
+            events.append(RelayEvent("message_delta", b"", raw, body))
         elif raw:
             # A chunk with neither choices nor usage (a provider's own keep-alive object): it
             # still goes to the client, counted as nothing.
-            events.append(RelayEvent("content_block_delta", {"delta": {}}, raw))
+            events.append(RelayEvent("content_block_delta", b"", raw, {"delta": {}}))
 
     def _choices_text(self, choices: list[Any]) -> str:
         """The text the choices' deltas produced (for estimating the output of a stream cut
@@ -253,7 +255,7 @@ def _plain_text(block: bytes, before: int, after: int) -> str | None:
 def _run_event(run: list[bytes], texts: list[str]) -> SSEEvent:
     """Consecutive plain text chunks as one event: their texts and their bytes as they came."""
     text = texts[0] if len(texts) == 1 else "".join(texts)
-    return RelayEvent("content_block_delta", _text_delta(text), b"\n\n".join(run) + b"\n\n")
+    return RelayEvent("content_block_delta", b"", b"\n\n".join(run) + b"\n\n", _text_delta(text))
 
 
 def _text_delta(text: str) -> dict[str, Any]:
@@ -268,6 +270,17 @@ def _other_text(delta: dict[str, Any]) -> str:
         if isinstance(function, dict) and isinstance(function.get("arguments"), str):
             parts.append(function["arguments"])
     return "".join(parts)
+
+
+def rename_model(raw: bytes, server: bytes, client: bytes) -> bytes:
+    """One chunk with the provider's model name (`server`, JSON-encoded) replaced by the one
+    the client sent; `ModelRename` does a whole stream's reads with its tokens built once."""
+    if server == client:
+        return raw
+    raw = raw.replace(b'"model":' + server, b'"model":' + client)
+    if b'"model": ' in raw:
+        raw = raw.replace(b'"model": ' + server, b'"model": ' + client)
+    return raw
 
 
 class ModelRename:
