@@ -129,15 +129,10 @@ def workload(count: int) -> None:
         mark()
 
 
-def _totals(path: Path) -> int:
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith(("totals:", "summary:")):
-            return int(line.split()[1])
-    raise RuntimeError(f"{path}: no totals line")
-
-
 def measure(count: int) -> dict[str, dict[str, float]]:
     """Per event and per stream (of 64 deltas) instructions, by read pattern and path."""
+    from bench.instructions import totals  # the callgrind file reader (not in the child)
+
     with tempfile.TemporaryDirectory(prefix="ezat-instr-relay-") as tmp:
         out = Path(tmp) / "cg.out"
         cmd = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-before=getppid",
@@ -147,7 +142,7 @@ def measure(count: int) -> dict[str, dict[str, float]]:
         subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=3600)
         counts, n = [], 1
         while (path := Path(f"{out}.{n}")).exists():
-            counts.append(_totals(path))
+            counts.append(totals(path))
             n += 1
     sections = iter(counts[2::2])  # after start-up + warm-up: (collection, streams) pairs
     results: dict[str, dict[str, float]] = {}
