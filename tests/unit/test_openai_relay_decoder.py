@@ -14,7 +14,6 @@ from gateway.providers.openai.relay import (
     RelayDecoder,
     RelayStreamError,
     rename_model,
-    spliced_body,
 )
 from gateway.usage import UsageTracker
 
@@ -222,72 +221,3 @@ def test_the_fast_path_gives_the_bytes_and_usage_of_the_full_parse(
     finished = any(b.get("choices", [{}])[0].get("finish_reason") for b in bodies)
     assert tracker.stop_reason == ("stop" if finished else "")
     assert [e.name for e in events][-2:] == ["message_delta", "message_stop"]
-
-
-# --- the relayed request body, spliced instead of serialised again ---
-
-USAGE_MEMBER = b'"stream_options":{"include_usage":true},'
-
-
-@pytest.mark.parametrize(
-    ("raw", "members", "expected"),
-    [
-        (b'{"model":"a","messages":[]}', b"", {"model": "srv", "messages": []}),
-        (
-            b' {"model": "a", "stream": true}',
-            USAGE_MEMBER + b'"prompt_cache_key":"k",',
-            {
-                "model": "srv",
-                "stream": True,
-                "stream_options": {"include_usage": True},
-                "prompt_cache_key": "k",
-            },
-        ),
-        (
-            b'{"messages":[{"content":"say \\"model\\""}],"model":"a"}',
-            b"",
-            {"messages": [{"content": 'say "model"'}], "model": "srv"},
-        ),
-        (b'{"messages":[{"content":"say \\"model"}],"model":"a"}', b"", None),  # 2 matches
-        (b'{"model":"a","tools":[{"model":"x"}]}', b"", None),  # a nested model key
-        (b'{"\\u006dodel":"a","metadata":{"x \\"model":"b"}}', b"", None),  # an escaped key
-        (b'{"model":"a","messages":[{"content":"caf\\u00e9"}]}', b"", None),
-    ],
-)
-def test_the_relayed_body_is_spliced_only_when_it_is_safe(
-    raw: bytes, members: bytes, expected: dict | None
-) -> None:
-    spliced = spliced_body(raw, "srv", members)
-    assert (orjson.loads(spliced) if spliced is not None else None) == expected
-
-
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=12,
-)
-
-
-@given(
-    st.dictionaries(st.text(max_size=8), _json, max_size=5),
-    st.text(max_size=10),
-    st.booleans(),
-    st.booleans(),
-)
-def test_a_spliced_body_parses_as_the_serialised_one(
-    body: dict, model: str, usage: bool, indent: bool
-) -> None:
-    body = {k: v for k, v in body.items() if k not in ("stream_options", "prompt_cache_key")}
-    body["model"] = "client-name"
-    raw = orjson.dumps(body, option=orjson.OPT_INDENT_2 if indent else 0)
-    members = (USAGE_MEMBER if usage else b"") + b'"prompt_cache_key":"ezat-1",'
-    spliced = spliced_body(raw, model, members)
-    expected = {**body, "model": model, "prompt_cache_key": "ezat-1"}
-    if usage:
-        expected["stream_options"] = {"include_usage": True}
-    if spliced is not None:
-        assert orjson.loads(spliced) == expected
-    else:  # refused only for a reason the docstring gives
-        assert raw.count(b'"model"') != 1 or b"\\u" in raw

@@ -20,14 +20,12 @@ _MODEL_MEMBER = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
 _KEY = b'"model"'
 
 
-def with_model(raw: bytes, model: str, before: bytes = b"") -> bytes | None:
-    """`raw` with its top-level model replaced, or None when that cannot be done safely;
-    `before` (`"name":value,` members) goes in just before it (the OpenAI relay's additions)."""
+def with_model(raw: bytes, model: str) -> bytes | None:
+    """`raw` with its top-level model replaced, or None when that cannot be done safely."""
     if raw.count(_KEY) != 1:
         return None
     match = _MODEL_MEMBER.search(raw)
     if match is None:
         return None  # `model` is not a string here; validation refuses such bodies anyway
     start, end = match.span()
-    view = memoryview(raw)  # one copy of a large prompt, not three
-    return b"".join((view[:start], before, b'"model":', orjson.dumps(model), view[end:]))
+    return raw[:start] + b'"model":' + orjson.dumps(model) + raw[end:]

@@ -20,8 +20,7 @@ The hot path: the chunks after the first text chunk that differ from it only in 
 provider repeats the id, model and fingerprint in each) are not parsed, and those of one read
 become one content_block_delta holding their bytes and their texts joined (`_template_of`).
 That made the relay's reading cheaper than the Claude path's (bench/README.md, "OpenAI-kind
-paths beside the Claude path"; `python -m bench.instr_relay`). The request body is spliced
-the same way (`spliced_body`). Pure: no Django, no I/O.
+paths beside the Claude path"; `python -m bench.instr_relay`). Pure: no Django, no I/O.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from typing import Any
 
 import orjson
 
-from gateway.protocols.anthropic.rewrite import with_model
 from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.providers.openai.mapping import anthropic_usage, error_type, reasoning_of
 
@@ -306,15 +304,3 @@ class ModelRename:
         for old, new in self._pairs:
             raw = raw.replace(old, new)
         return raw
-
-
-def spliced_body(raw: bytes, model: str, members: bytes) -> bytes | None:
-    """A relayed request body without a re-serialisation: the client's JSON object `raw` with
-    its top-level model replaced (`with_model`: the key `"model"` occurs once) and `members`
-    (`"name":value,` each, none of them a key of `raw`) put before it. None when that cannot be
-    done safely: then the caller serialises the parsed body. A `\\u` escape anywhere refuses
-    too: a key spelt with escapes would not be seen by the byte search. (A one-byte search
-    first: it is memchr, a two-byte one is ~300× slower on a 400 KB prompt.)"""
-    if b"\\" in raw and b"\\u" in raw:
-        return None
-    return with_model(raw, model, members)
