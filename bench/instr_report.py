@@ -22,6 +22,18 @@ END = "<!-- instructions-bench:end -->"
 _BLOCK = MarkedBlock(START, END, "instructions-bench")
 _LINK = r"\]\((bench/results/instructions-[^)/]+)/report\.md\)"
 TARGET = 1.2  # issue 14: Responses CPU per request and per streamed event within 1.2x of chat
+# The pairs the gateway phase compares (`--apis BASE,OTHER`): column names, the target ratio of
+# OTHER to BASE and the issue that sets it.
+PAIRS = {
+    ("chat", "responses"): ("chat completions", "Responses API", TARGET, "issue 14"),
+    # Issue 30 item 11: the passthrough costs no more than the Claude path.
+    ("messages", "openai-relay"): (
+        "Messages (Claude)",
+        "Chat relay (OpenAI kind)",
+        1.0,
+        "issue 30",
+    ),
+}
 
 Row = dict[str, Any]
 
@@ -34,13 +46,21 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}×" if b else "–"
 
 
-def _met(a: float, b: float) -> str:
-    return "✓" if b and a / b <= TARGET else "✗"
+def _met(a: float, b: float, target: float = TARGET) -> str:
+    return "✓" if b and a / b <= target else "✗"
 
 
-def _pair(rows: list[Row], **match: Any) -> tuple[Row, Row]:
+def _apis(results: dict[str, Any]) -> tuple[str, str]:
+    """The gateway phase's pair, base first (chat and responses unless `--apis` chose)."""
+    rows = (results.get("gateway") or {}).get("rows") or []
+    return (rows[0]["api"], rows[1]["api"]) if len(rows) == 2 else ("chat", "responses")
+
+
+def _pair(
+    rows: list[Row], names: tuple[str, str] = ("chat", "responses"), **match: Any
+) -> tuple[Row, Row]:
     found = {r["api"]: r for r in rows if all(r.get(k) == v for k, v in match.items())}
-    return found["chat"], found["responses"]
+    return found[names[0]], found[names[1]]
 
 
 def figures(results: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
@@ -50,7 +70,7 @@ def figures(results: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
     out: list[tuple[str, float, float, bool]] = []
     gw = results.get("gateway")
     if gw:
-        chat, resp = _pair(gw["rows"])
+        chat, resp = _pair(gw["rows"], _apis(results))
         out += [
             (
                 "gateway, per request, JSON",
@@ -83,13 +103,14 @@ def figures(results: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
 
 
 def _table(results: dict[str, Any]) -> list[str]:
+    base, other, ratio, issue = PAIRS[_apis(results)]
+    short = "Responses ÷ chat" if issue == "issue 14" else f"{other} ÷ {base}"
     lines = [
-        "| instructions (callgrind) | chat completions | Responses API | Responses ÷ chat "
-        "| target (issue 14) | met |",
+        f"| instructions (callgrind) | {base} | {other} | {short} | target ({issue}) | met |",
         "|---|---|---|---|---|---|",
     ]
     for figure, chat, resp, target in figures(results):
-        goal, met = (f"≤ {TARGET}×", _met(resp, chat)) if target else ("–", "–")
+        goal, met = (f"≤ {ratio}×", _met(resp, chat, ratio)) if target else ("–", "–")
         lines.append(
             f"| {figure} | {_n(chat)} | {_n(resp)} | {_ratio(resp, chat)} | {goal} | {met} |"
         )
@@ -117,8 +138,9 @@ def _about(results: dict[str, Any]) -> str:
 
 
 def render(results: dict[str, Any]) -> str:
+    base, other, _, _ = PAIRS[_apis(results)]
     lines = [
-        "# Responses API vs chat completions, in instructions",
+        f"# {other} vs {base}, in instructions",
         "",
         f"Run of {_about(results)}. Instruction counts do not move with the machine's load; "
         f"per event = Δ per stream between {results['short']} and {results['long']} upstream "

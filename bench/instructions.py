@@ -44,15 +44,20 @@ import orjson
 
 from bench import instr_report, loadgen
 from bench.instr_translators import SHAPES, STREAMS
-from bench.procs import BenchError, Procs, free_port, wait_http
+from bench.procs import GPT_MODEL, BenchError, Procs, free_port, wait_http
 from ezat.serve import command as serve_command
 
 REPO = Path(__file__).resolve().parent.parent
 SHORT, LONG = 64, 1024
-APIS = {  # name: (bench.loadgen api, path)
-    "chat": ("openai", "/openai/v1/chat/completions"),
-    "responses": ("responses", "/openai/v1/responses"),
+APIS = {  # name: (bench.loadgen api, path, model)
+    "chat": ("openai", "/openai/v1/chat/completions", loadgen.MODEL),
+    "responses": ("responses", "/openai/v1/responses", loadgen.MODEL),
+    # Issue 30 item 11: the Chat Completions passthrough on the OpenAI-kind model against the
+    # Claude path (bench.run's `messages` and `openai-relay` targets, the same fake upstream).
+    "messages": ("anthropic", "/v1/messages", loadgen.MODEL),
+    "openai-relay": ("openai", "/openai/v1/chat/completions", GPT_MODEL),
 }
+GATEWAY_APIS = "chat,responses"  # the default pair (issue 14); --apis messages,openai-relay
 CALLGRIND = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--compress-strings=no"]
 # Same hashing in every run: dict layouts (and so instruction counts) do not vary with the seed.
 CHILD_ENV = {"PYTHONHASHSEED": "0"}
@@ -172,7 +177,14 @@ def _load(target: loadgen.Target, stream: bool, tokens: int, n: int) -> float:
     return result.seconds
 
 
-def gateway(tmp: Path, requests: int, idle_seconds: float, log: Any) -> dict[str, Any]:
+def gateway(
+    tmp: Path,
+    requests: int,
+    idle_seconds: float,
+    log: Any,
+    apis: list[str] | None = None,
+    rounds: int = 1,
+) -> dict[str, Any]:
     if shutil.which("callgrind_control") is None:
         raise BenchError("needs valgrind (apt-get install valgrind)")
     procs = Procs(tmp=tmp / "procs", keep_tmp=True)
@@ -189,8 +201,10 @@ def gateway(tmp: Path, requests: int, idle_seconds: float, log: Any) -> dict[str
         cg = _Callgrind(proc.pid, out)
         wait_http(f"http://127.0.0.1:{port}/healthz", proc, procs, "gateway", timeout=1800)
         targets = {
-            api: loadgen.Target("127.0.0.1", port, path, kind, key)
-            for api, (kind, path) in APIS.items()
+            api: loadgen.Target(
+                "127.0.0.1", port, APIS[api][1], APIS[api][0], key, model=APIS[api][2]
+            )
+            for api in apis or GATEWAY_APIS.split(",")
         }
         cells = [("json", False, SHORT), ("stream", True, SHORT), ("stream_long", True, LONG)]
         for target in targets.values():  # warm-up: lazy imports, caches, connections
@@ -202,20 +216,32 @@ def gateway(tmp: Path, requests: int, idle_seconds: float, log: Any) -> dict[str
         idle = cg.dump()
         idle_rate = idle / idle_seconds
         log(f"gateway idle: {idle_rate:,.0f} instructions/s")
-        rows = []
-        for api, target in targets.items():
-            row: dict[str, Any] = {"api": api, "requests": requests}
+        # Rounds, and within a round each cell for every API back to back: a window's count
+        # includes what the worker's loop and threads do per second of wall time, which the
+        # machine's load stretches, so each figure is the least of its rounds.
+        found: dict[str, dict[str, list[dict[str, Any]]]] = {a: {} for a in targets}
+        for _ in range(rounds):
             for cell, stream, tokens in cells:
-                cg.zero()
-                seconds = _load(target, stream, tokens, requests)
-                count = cg.dump()
-                net = count - idle_rate * seconds
-                row[cell] = {
-                    "raw": count,
-                    "seconds": round(seconds, 2),
-                    "per_request": round(net / requests),
-                }
-                log(f"gateway {api} {cell}: {net / requests:,.0f} per request ({seconds:.1f} s)")
+                for api, target in targets.items():
+                    cg.zero()
+                    seconds = _load(target, stream, tokens, requests)
+                    count = cg.dump()
+                    net = count - idle_rate * seconds
+                    found[api].setdefault(cell, []).append(
+                        {
+                            "raw": count,
+                            "seconds": round(seconds, 2),
+                            "per_request": round(net / requests),
+                        }
+                    )
+                    log(
+                        f"gateway {api} {cell}: {net / requests:,.0f} per request ({seconds:.1f} s)"
+                    )
+        rows = []
+        for api, windows in found.items():
+            row: dict[str, Any] = {"api": api, "requests": requests}
+            for cell, runs in windows.items():
+                row[cell] = {**min(runs, key=lambda w: w["per_request"]), "rounds": runs}
             row["per_event"] = round(
                 (row["stream_long"]["per_request"] - row["stream"]["per_request"]) / (LONG - SHORT),
                 1,
@@ -252,6 +278,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", type=int, default=20, help="translator streams per run")
     parser.add_argument("--requests", type=int, default=20, help="gateway requests per window")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=1, help="gateway windows per figure (least)")
+    parser.add_argument(
+        "--apis",
+        default=GATEWAY_APIS,
+        metavar="A,B",
+        help=f"the gateway phase's pair, base first (of {', '.join(APIS)})",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--update-readme", action="store_true")
     parser.add_argument("--readme-from", default=None, metavar="DIR")
@@ -278,7 +311,9 @@ def main(argv: list[str] | None = None) -> None:
         if "translators" in phases:
             results["translators"] = translators(Path(tmp), args.streams, list(SHAPES), log)
         if "gateway" in phases:
-            results["gateway"] = gateway(Path(tmp), args.requests, args.idle_seconds, log)
+            results["gateway"] = gateway(
+                Path(tmp), args.requests, args.idle_seconds, log, args.apis.split(","), args.rounds
+            )
     (out / "instructions.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     (out / "report.md").write_text(instr_report.render(results))
     print(instr_report.render(results))
