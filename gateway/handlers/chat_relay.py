@@ -57,6 +57,7 @@ from gateway.usage import UsageTracker
 
 FMT = OPENAI
 CHAT_PATH = "/chat/completions"
+EZAT_FIELDS = frozenset({"models"})  # the gateway's own body fields, never relayed
 PING = b": ping\n\n"
 MAX_CHOICES = (
     128  # OpenAI's limit on `n` (https://platform.openai.com/docs/api-reference/chat/create)
@@ -140,7 +141,9 @@ class _Relay:
         # Serialised again, not spliced into the client's bytes: orjson.dumps of the copied
         # dict cost 0.7 µs (100-token prompt) to 14 µs (100k tokens), a byte splice of the same
         # changes 4 to 195 µs (bench/README.md, "OpenAI-kind paths beside the Claude path").
-        sent = dict(self.body)
+        # `models` is EZAT's fallback list (docs/api.md), not an OpenAI parameter: a strict
+        # provider answers an unknown one with a 400.
+        sent = {k: v for k, v in self.body.items() if k not in EZAT_FIELDS}
         sent["model"] = route.upstream_model_id
         if self.stream:
             sent["stream_options"] = {

@@ -44,6 +44,7 @@ from gateway.chain import Candidate, ModelChain, Prepared
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import STREAM_FAILURES, ClientGone, Exchange, OpenStream
+from gateway.handlers.chat_relay import EZAT_FIELDS
 from gateway.handlers.common import (
     HIGH_EFFORTS,
     OPENAI,
@@ -98,7 +99,6 @@ HOSTED_TOOLS = frozenset(
 # Provider state EZAT cannot check belongs to this org: these requests are not relayed.
 _STATEFUL = ("background", "conversation")
 # What only EZAT reads: never sent to the provider.
-_EZAT_FIELDS = ("models",)
 
 
 def relay_route(route: Route) -> bool:
@@ -234,7 +234,7 @@ class _Relay:
     __slots__ = ("base", "cache_key", "store", "stream")
 
     def __init__(self, body: dict[str, Any], cache_key: str) -> None:
-        base = {k: v for k, v in body.items() if k not in _EZAT_FIELDS}
+        base = {k: v for k, v in body.items() if k not in EZAT_FIELDS}
         tools = base.get("tools")
         if tools:
             base["tools"] = [

@@ -84,6 +84,21 @@ def test_a_client_prompt_cache_key_is_kept(lab: OpenAILab, client: openai.OpenAI
     assert lab.chat_requests()[-1]["body"]["prompt_cache_key"] == "mine"
 
 
+def test_ezats_own_models_list_is_not_sent_to_the_provider(
+    lab: OpenAILab, client: openai.OpenAI
+) -> None:
+    """The body's `models` (EZAT's fallback list, docs/api.md) is the gateway's, not an OpenAI
+    parameter: a strict provider (the simulator, as OpenAI) answers 400 to an unknown one."""
+    completion = client.chat.completions.create(
+        model=lab.model,
+        messages=[{"role": "user", "content": "hi"}],
+        extra_body={"models": [lab.model]},
+    )
+    ChatCompletion.model_validate(completion.model_dump())
+    sent = lab.chat_requests()[-1]["body"]
+    assert "models" not in sent and sent["model"] == lab.server_model
+
+
 @pytest.mark.parametrize("include_usage", [False, True])
 def test_streams_bill_from_the_usage_chunk_the_client_may_not_see(
     lab: OpenAILab, client: openai.OpenAI, include_usage: bool
