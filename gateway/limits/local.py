@@ -44,6 +44,7 @@ from gateway.limits.common import (
     retry_after,
     share_caps,
     slot_lease_seconds,
+    unflushed_hold_seconds,
 )
 
 _ROOM, _FULL, _SHARE = 0, 1, 2
@@ -306,6 +307,26 @@ class LocalLimiter:
                         state.charged += cost_nano
                         if state.spent is not None:
                             state.spent += cost_nano
+
+    async def hold_unflushed(
+        self,
+        request_id: str,
+        *,
+        key_id: int,
+        org_id: int,
+        cost_nano: int,
+        deployment_id: int | None = None,
+    ) -> None:
+        self._release_leases(request_id, deployment_id)
+        if cost_nano <= 0:
+            return
+        expires = self._clock() + unflushed_hold_seconds()
+        with self._lock:
+            org = self._orgs.setdefault(org_id, _OrgState())
+            hold = org.holds.get(request_id)
+            if hold is not None and hold.settled:
+                return  # the flusher settled it first
+            self._add_hold(org, request_id, key_id, cost_nano, expires)
 
     # --- seeding ----------------------------------------------------------------------------
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:
