@@ -33,6 +33,7 @@ their requests. Another database's folder is never replayed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -220,6 +221,14 @@ class UsageLog:
                 path.unlink(missing_ok=True)  # a crash before this: replayed, idempotently
                 os.close(seg.fd)  # releases the lock
                 del self._segments[path]
+
+    async def stop(self) -> None:
+        """Stop the flusher (shutdown, after `wait_flushed` timed out)."""
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None and not flusher.done():
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
 
     def close(self) -> None:
         """Release the files and the database connections (tests, shutdown). Records not

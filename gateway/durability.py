@@ -123,11 +123,10 @@ async def settle_logged(settles: list[dict[str, Any]]) -> None:
     )
 
 
-async def flush_usage_log(seconds: float) -> None:
+async def close_usage_log(seconds: float) -> None:
     """Store what the group-commit log holds before the process exits (bounded: a dead
-    database must not hang the exit; what is left is replayed by the next start)."""
-    if not usage_log.unflushed:
-        return
+    database must not hang the exit), then release its files: what is left is replayed by the
+    next start, or by another live process on this host."""
     try:
         async with asyncio.timeout(seconds):
             await usage_log.wait_flushed()
@@ -136,6 +135,8 @@ async def flush_usage_log(seconds: float) -> None:
             "usage log: %d records not stored at shutdown; the next start replays them",
             usage_log.unflushed,
         )
+    await usage_log.stop()
+    await asyncio.get_running_loop().run_in_executor(None, usage_log.close)
 
 
 def _replay_spool() -> spool_mod.ReplayResult:
