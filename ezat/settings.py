@@ -407,6 +407,8 @@ if EZAT_USAGE_COMMIT not in ("direct", "group"):
     )
 # group: a segment of the log is closed (and deleted once flushed) after this many records or
 # this many seconds; a hold shrunk to an unflushed request's cost lives this long at most.
+# group: how long the first record of a batch waits for others before the flusher stores them.
+EZAT_USAGE_LOG_FLUSH_SECONDS = env.float("EZAT_USAGE_LOG_FLUSH_SECONDS", default=0.2)
 EZAT_USAGE_LOG_SEGMENT_RECORDS = env.int("EZAT_USAGE_LOG_SEGMENT_RECORDS", default=2000)
 EZAT_USAGE_LOG_SEGMENT_SECONDS = env.float("EZAT_USAGE_LOG_SEGMENT_SECONDS", default=10.0)
 EZAT_USAGE_UNFLUSHED_HOLD_SECONDS = env.float("EZAT_USAGE_UNFLUSHED_HOLD_SECONDS", default=86400)
