@@ -45,6 +45,8 @@ NODE_ENV = {
     # The spool (records PostgreSQL would not take) is replayed within a second of its return.
     "EZAT_USAGE_SPOOL_RETRY_SECONDS": "1",
     "CELERY_TASK_ALWAYS_EAGER": "false",
+    # How usage is recorded (direct | group, billing/usage_log.py): the suite runs either way.
+    "EZAT_USAGE_COMMIT": os.environ.get("EZAT_USAGE_COMMIT", "direct"),
 }
 
 
