@@ -291,7 +291,19 @@ class UsageWriter:
         billing/usage_log.py: its records are durable already, so nothing is spooled)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usage-log")
-        await self._write_batch(records)
+        try:
+            async with asyncio.timeout(settings.EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS):
+                await self._write_batch(records)
+        except BaseException:
+            # Whatever failed (a dead or hung connection, a lost commit answer), the next attempt
+            # starts from fresh connections: Django never replaces a broken connection of a
+            # thread outside a request by itself, and a row by row retry (a batch a lost commit
+            # stored in part) runs on that thread. Rows already stored are skipped then.
+            if self._pg is not None:
+                self._pg.close()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, _close_thread_connection)
+            raise
 
     async def write(self, fields: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()

@@ -409,6 +409,11 @@ if EZAT_USAGE_COMMIT not in ("direct", "group"):
 # this many seconds; a hold shrunk to an unflushed request's cost lives this long at most.
 # group: how long the first record of a batch waits for others before the flusher stores them.
 EZAT_USAGE_LOG_FLUSH_SECONDS = env.float("EZAT_USAGE_LOG_FLUSH_SECONDS", default=0.2)
+# group: a batch the database has not taken within this many seconds is abandoned and retried
+# on fresh connections (a hung connection must not stop the flusher for good).
+EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS = env.float(
+    "EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS", default=30.0
+)
 EZAT_USAGE_LOG_SEGMENT_RECORDS = env.int("EZAT_USAGE_LOG_SEGMENT_RECORDS", default=2000)
 EZAT_USAGE_LOG_SEGMENT_SECONDS = env.float("EZAT_USAGE_LOG_SEGMENT_SECONDS", default=10.0)
 EZAT_USAGE_UNFLUSHED_HOLD_SECONDS = env.float("EZAT_USAGE_UNFLUSHED_HOLD_SECONDS", default=86400)
