@@ -110,8 +110,21 @@ class ClusterContext:
     def usage(self, **filters: Any) -> list[Any]:
         from billing.models import UsageRecord
 
+        if NODE_ENV["EZAT_USAGE_COMMIT"] == "group":
+            self.wait_flushed()
         with self.blocker.unblock():
             return list(UsageRecord.objects.filter(**filters).order_by("id"))
+
+    def wait_flushed(self) -> None:
+        """With EZAT_USAGE_COMMIT=group a row reaches PostgreSQL a flush after its answer
+        (billing/usage_log.py): until every live node's log has stored what it holds."""
+        from tests.cluster.metrics import node_metric
+
+        def flushed() -> bool:
+            nodes = [n for n in self.cluster.nodes.values() if n.process.poll() is None]
+            return all(node_metric(n.url, "ezat_usage_log_unflushed") == 0 for n in nodes)
+
+        wait_for(flushed, 60, what="every node's usage log stored")
 
     def assert_billed_once(self, answers: list[Answer]) -> None:
         """Every answered request has exactly one usage record, reconciled into the ledger by
