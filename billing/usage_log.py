@@ -59,7 +59,8 @@ FLUSH_FAILURES = Counter(
     "Batches of the usage log the database did not take (kept and retried)",
 )
 UNFLUSHED = Gauge(
-    "ezat_usage_log_unflushed", "Usage records in the log (durable) not yet in the database"
+    "ezat_usage_log_unflushed",
+    "Usage records in the log (durable) not yet stored in the database and settled",
 )
 
 # (limits id, key id, org id, cost nano-USD) of every stored record whose request is owed a
@@ -191,11 +192,13 @@ class UsageLog:
                 await asyncio.sleep(self._backoff)
                 continue
             self._backoff = 0.0
-            del self._queue[: len(batch)]
-            UNFLUSHED.set(len(self._queue))
             FLUSHED.inc(len(batch))
             self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
             await self._settle([record[SETTLE_FIELD] for record, _ in batch])
+            # Out of the queue once stored and settled (a stop in between stores and settles
+            # them again, idempotently): `unflushed` is what the limiter still holds as holds.
+            del self._queue[: len(batch)]
+            UNFLUSHED.set(len(self._queue))
             for _, path in batch:
                 self._segments[path].stored += 1
             await self._retire()

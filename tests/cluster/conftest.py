@@ -110,15 +110,18 @@ class ClusterContext:
     def usage(self, **filters: Any) -> list[Any]:
         from billing.models import UsageRecord
 
-        if NODE_ENV["EZAT_USAGE_COMMIT"] == "group":
-            self.wait_flushed()
+        self.wait_flushed()
         with self.blocker.unblock():
             return list(UsageRecord.objects.filter(**filters).order_by("id"))
 
     def wait_flushed(self) -> None:
-        """With EZAT_USAGE_COMMIT=group a row reaches PostgreSQL a flush after its answer
-        (billing/usage_log.py): until every live node's log has stored what it holds."""
+        """With EZAT_USAGE_COMMIT=group a row reaches PostgreSQL, and its request is settled in
+        the limiter, a flush after its answer (billing/usage_log.py): until every live node's
+        log has stored and settled what it holds. Nothing to wait for with `direct`."""
         from tests.cluster.metrics import node_metric
+
+        if NODE_ENV["EZAT_USAGE_COMMIT"] != "group":
+            return
 
         def flushed() -> bool:
             nodes = [n for n in self.cluster.nodes.values() if n.process.poll() is None]
