@@ -180,7 +180,8 @@ def _row(fields: dict[str, Any], now: datetime) -> list[Any]:
     json_param, datetime_param = adapters()
     row = []
     for column in _COLUMNS:
-        value = now if column == "created_at" else fields[column]
+        # created_at: the group-commit log's records keep the time their request was logged.
+        value = (fields.get("created_at") or now) if column == "created_at" else fields[column]
         if column in _JSON_COLUMNS:
             value = json_param(value)
         elif column in ("started_at", "created_at"):
@@ -284,6 +285,25 @@ class UsageWriter:
         except psycopg.IntegrityError:
             # A request id seen before: row by row through the ORM on the thread, idempotently.
             await loop.run_in_executor(self._executor, _insert_each, batch)
+
+    async def store_batch(self, records: list[dict[str, Any]]) -> None:
+        """Insert the records now, idempotently, or raise (the group-commit log's flusher,
+        billing/usage_log.py: its records are durable already, so nothing is spooled)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usage-log")
+        try:
+            async with asyncio.timeout(settings.EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS):
+                await self._write_batch(records)
+        except BaseException:
+            # Whatever failed (a dead or hung connection, a lost commit answer), the next attempt
+            # starts from fresh connections: Django never replaces a broken connection of a
+            # thread outside a request by itself, and a row by row retry (a batch a lost commit
+            # stored in part) runs on that thread. Rows already stored are skipped then.
+            if self._pg is not None:
+                self._pg.close()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, _close_thread_connection)
+            raise
 
     async def write(self, fields: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -563,6 +583,14 @@ class UsageWriter:
 
 
 writer = UsageWriter()
+
+
+def record_fields(data: UsageData) -> dict[str, Any]:
+    """The row of a request's usage, stamped with the time it is recorded (its created_at
+    even when it reaches the database later: billing/usage_log.py)."""
+    fields = _fields(data, data.cost_nano)
+    fields["created_at"] = timezone.now()
+    return fields
 
 
 async def record_usage(data: UsageData) -> int:

@@ -65,7 +65,7 @@ import os
 import socket
 import uuid
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,11 @@ FOREIGN_FILES = Gauge(
 )
 
 PREFIX = "usage-"
+# The group-commit log's segments (billing/usage_log.py): same format, folder and lock rule.
+LOG_PREFIX = "log-"
 SUFFIX = ".jsonl"
+# A log record's limiter settlement (billing/usage_log.py), stripped before the INSERT.
+SETTLE_FIELD = "_settle"
 
 
 class SpoolError(Exception):
@@ -141,6 +145,8 @@ def decode(line: bytes) -> dict[str, Any] | None:
     if not isinstance(fields, dict) or "request_id" not in fields:
         return None
     fields["started_at"] = datetime.fromisoformat(fields["started_at"])
+    if isinstance(fields.get("created_at"), str):
+        fields["created_at"] = datetime.fromisoformat(fields["created_at"])
     return fields
 
 
@@ -162,11 +168,13 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
 class UsageSpool:
     """The process's spool file, written in fsynced batches from the event loop."""
 
+    prefix = PREFIX
+
     def __init__(self, directory: Path | None = None) -> None:
         self._directory = directory
         self._fd: int | None = None
         self._path: Path | None = None
-        self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
+        self._pending: list[tuple[bytes, asyncio.Future[Path]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.fsyncs = 0  # for tests: batching is visible as fewer fsyncs than records
         self.appended = 0
@@ -180,17 +188,22 @@ class UsageSpool:
         """The file this process appends to now (None until the first failure or a rotation)."""
         return self._path
 
-    async def append(self, records: list[dict[str, Any]]) -> None:
-        """Returns once every record is on disk (fsynced); raises SpoolError otherwise."""
+    async def append(self, records: list[dict[str, Any]]) -> Path:
+        """Returns once every record is on disk (fsynced), with the file they are in (one
+        file: they go in one write); raises SpoolError otherwise."""
+        futures = [self.submit(fields) for fields in records]
+        paths = await asyncio.shield(asyncio.gather(*futures))
+        return paths[-1]
+
+    def submit(self, fields: dict[str, Any]) -> asyncio.Future[Path]:
+        """Queue one record; the future resolves with its file once it is fsync'd (or fails
+        with SpoolError)."""
         loop = asyncio.get_running_loop()
-        futures = []
-        for fields in records:
-            future: asyncio.Future[None] = loop.create_future()
-            self._pending.append((encode(fields), future))
-            futures.append(future)
+        future: asyncio.Future[Path] = loop.create_future()
+        self._pending.append((encode(fields), future))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
-        await asyncio.shield(asyncio.gather(*futures))
+        return future
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -207,11 +220,16 @@ class UsageSpool:
                     if not future.done():
                         future.set_exception(error)
                 continue
-            SPOOLED.inc(len(batch))
-            self.appended += len(batch)
+            path = self._path
+            assert path is not None  # set by _open in _write; only the loop closes it
+            self._count(len(batch), path)
             for _, future in batch:
                 if not future.done():
-                    future.set_result(None)
+                    future.set_result(path)
+
+    def _count(self, records: int, path: Path) -> None:
+        SPOOLED.inc(records)
+        self.appended += records
 
     def _write(self, data: bytes) -> None:
         fd = self._open()
@@ -221,6 +239,9 @@ class UsageSpool:
             view = view[written:]
         os.fsync(fd)
         self.fsyncs += 1
+        self._count_fsync()
+
+    def _count_fsync(self) -> None:
         SPOOL_FSYNCS.inc()
 
     def _open(self) -> int:
@@ -229,7 +250,9 @@ class UsageSpool:
             directory.mkdir(parents=True, exist_ok=True)
             if self._directory is None:
                 write_description(directory, current_identity())
-            name = f"{PREFIX}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+            name = (
+                f"{self.prefix}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+            )
             path = directory / name
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else can hold it
@@ -269,6 +292,9 @@ class ReplayResult:
     rejected: int = 0
     busy: int = 0  # files still held by a live writer
     foreign: int = 0  # files of another database, left alone (default folder only)
+    # The limiter settlements of the group-commit log's records stored by this replay (their
+    # process died before settling them): the caller settles them (gateway/durability.py).
+    settles: list[dict[str, Any]] = field(default_factory=list)
 
 
 def replay(directory: Path | None = None) -> ReplayResult:
@@ -298,7 +324,9 @@ def _replay(directory: Path) -> ReplayResult:
     if not directory.is_dir():
         PENDING_FILES.set(0)
         return result
-    paths = sorted(directory.glob(f"{PREFIX}*{SUFFIX}"))
+    paths = sorted(
+        [*directory.glob(f"{PREFIX}*{SUFFIX}"), *directory.glob(f"{LOG_PREFIX}*{SUFFIX}")]
+    )
     PENDING_FILES.set(len(paths))
     for path in paths:
         try:
@@ -318,6 +346,7 @@ def _replay(directory: Path) -> ReplayResult:
                 TORN_LINES.inc(torn)
                 logger.warning("usage spool: torn lines skipped", extra={"file": path.name})
             for fields in records:
+                settle = fields.pop(SETTLE_FIELD, None)
                 try:
                     insert_idempotent(dict(fields))
                 except (OperationalError, InterfaceError):
@@ -330,6 +359,8 @@ def _replay(directory: Path) -> ReplayResult:
                     continue
                 result.replayed += 1
                 REPLAYED.inc()
+                if settle is not None:
+                    result.settles.append(settle)
             result.torn += torn
             result.files += 1
             path.unlink()
@@ -349,13 +380,15 @@ def foreign_files(root: Path, own: Path) -> dict[Path, int]:
     found: dict[Path, int] = {}
     if not root.is_dir():
         return found
-    legacy = len(list(root.glob(f"{PREFIX}*{SUFFIX}")))
+    legacy = len(list(root.glob(f"{PREFIX}*{SUFFIX}")))  # the log came after the folders
     if legacy:
         found[root] = legacy
     for folder in root.glob(f"{FOLDER_PREFIX}*"):
         if folder == own or not folder.is_dir():
             continue
-        count = len(list(folder.glob(f"{PREFIX}*{SUFFIX}")))
+        count = len(list(folder.glob(f"{PREFIX}*{SUFFIX}"))) + len(
+            list(folder.glob(f"{LOG_PREFIX}*{SUFFIX}"))
+        )
         if count:
             found[folder] = count
     return found

@@ -401,6 +401,28 @@ EZAT_USAGE_SYNCHRONOUS_COMMIT = env.bool("EZAT_USAGE_SYNCHRONOUS_COMMIT", defaul
 EZAT_USAGE_SPOOL_DIR = env.str("EZAT_USAGE_SPOOL_DIR", default=str(BASE_DIR / "var" / "spool"))
 EZAT_USAGE_SPOOL_RETRY_SECONDS = env.float("EZAT_USAGE_SPOOL_RETRY_SECONDS", default=5.0)
 EZAT_USAGE_SPOOL_BYPASS_SECONDS = env.float("EZAT_USAGE_SPOOL_BYPASS_SECONDS", default=1.0)
+# How a request's usage row is made durable before its answer ends (billing/usage_log.py):
+# "direct" = an INSERT into the database (group-committed across concurrent requests, the
+# spool during outages); "group" = an fsync of a local append-only log shared by concurrent
+# requests, moved to the database in batches by a background flusher (no database round trip
+# on the request path). docs/settings.md.
+EZAT_USAGE_COMMIT = env.str("EZAT_USAGE_COMMIT", default="direct")
+if EZAT_USAGE_COMMIT not in ("direct", "group"):
+    raise ImproperlyConfigured(
+        f"EZAT_USAGE_COMMIT must be 'direct' or 'group', not {EZAT_USAGE_COMMIT!r}"
+    )
+# group: a segment of the log is closed (and deleted once flushed) after this many records or
+# this many seconds; a hold shrunk to an unflushed request's cost lives this long at most.
+# group: how long the first record of a batch waits for others before the flusher stores them.
+EZAT_USAGE_LOG_FLUSH_SECONDS = env.float("EZAT_USAGE_LOG_FLUSH_SECONDS", default=0.2)
+# group: a batch the database has not taken within this many seconds is abandoned and retried
+# on fresh connections (a hung connection must not stop the flusher for good).
+EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS = env.float(
+    "EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS", default=30.0
+)
+EZAT_USAGE_LOG_SEGMENT_RECORDS = env.int("EZAT_USAGE_LOG_SEGMENT_RECORDS", default=2000)
+EZAT_USAGE_LOG_SEGMENT_SECONDS = env.float("EZAT_USAGE_LOG_SEGMENT_SECONDS", default=10.0)
+EZAT_USAGE_UNFLUSHED_HOLD_SECONDS = env.float("EZAT_USAGE_UNFLUSHED_HOLD_SECONDS", default=86400)
 # Open streams' checkpoints (output so far, the hold): written at most every
 # EZAT_CHECKPOINT_INTERVAL seconds, in Redis when REDIS_URL is set, else in files in
 # EZAT_CHECKPOINT_DIR. A process silent for EZAT_CHECKPOINT_STALE_SECONDS counts as dead: its

@@ -172,6 +172,7 @@ class GatewayApp:
                         await writer.drain_log()
                 except TimeoutError:
                     logger.warning("request log rows not written at shutdown (timeout)")
+                await durability.close_usage_log(5)
                 await checkpoints.aclose()
                 await client.close()
                 await asyncio.get_running_loop().run_in_executor(None, writer.close)

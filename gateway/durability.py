@@ -37,6 +37,7 @@ from redis.exceptions import RedisError
 
 from billing import spool as spool_mod
 from billing.recorder import UsageData, record_usage, writer
+from billing.usage_log import usage_log
 from catalog.pricing import TokenCounts
 from gateway import limits
 from gateway.checkpoints import checkpoints, schedule_from_json
@@ -102,6 +103,42 @@ async def sweep_checkpoints() -> int:
     return billed
 
 
+async def settle_logged(settles: list[dict[str, Any]]) -> None:
+    """Settle the requests of group-committed usage rows now in the database (the usage log's
+    flusher, and the replay of a dead process's log): the hold their request shrank to the
+    cost is released and the cost charged. Idempotent by limits id (the settled marker): a
+    request the flusher settled before its process died is not charged again by the replay."""
+    limiter = limits.get_limiter()
+    await asyncio.gather(
+        *(
+            limiter.settle(
+                s["limits_id"],
+                key_id=s.get("key_id") or 0,
+                org_id=int(s["org_id"]),
+                hold_nano=int(s["cost_nano"]),
+                cost_nano=int(s["cost_nano"]),
+            )
+            for s in settles
+        )
+    )
+
+
+async def close_usage_log(seconds: float) -> None:
+    """Store what the group-commit log holds before the process exits (bounded: a dead
+    database must not hang the exit), then release its files: what is left is replayed by the
+    next start, or by another live process on this host."""
+    try:
+        async with asyncio.timeout(seconds):
+            await usage_log.wait_flushed()
+    except TimeoutError:
+        logger.warning(
+            "usage log: %d records not stored at shutdown; the next start replays them",
+            usage_log.unflushed,
+        )
+    await usage_log.stop()
+    await asyncio.get_running_loop().run_in_executor(None, usage_log.close)
+
+
 def _replay_spool() -> spool_mod.ReplayResult:
     from django.db import close_old_connections, connection
 
@@ -128,6 +165,8 @@ async def run_once() -> tuple[spool_mod.ReplayResult | None, int]:
                 "usage spool replayed",
                 extra={"records": result.replayed, "torn": result.torn, "files": result.files},
             )
+        if result.settles:
+            await settle_logged(result.settles)
     except (OperationalError, InterfaceError) as exc:
         SIDE_EFFECT_FAILURES.labels("spool_replay").inc()
         logger.warning("usage spool replay deferred: database unavailable (%s)", exc)

@@ -24,7 +24,8 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
-from billing.recorder import UsageData, record_usage
+from billing import usage_log
+from billing.recorder import UsageData
 from catalog.pricing import TokenCounts
 from catalog.snapshot import Route
 from core import money
@@ -167,6 +168,7 @@ class Exchange(ChainWalk):
         self._prefix_checked: set[str] = set()
         self._settled = False
         self._recorded_cost = 0
+        self._unflushed = False  # recorded in the group-commit log, not yet in the database
         self.route: Route | None = None
         # What the request log and the request's log line report (gateway/outcome.py).
         self.http_status: int | None = None  # set by log(): the status the request ended with
@@ -531,7 +533,7 @@ class Exchange(ChainWalk):
             ttft_ms=self.ttft_ms,
         )
         try:
-            cost = await record_usage(data)
+            cost, self._unflushed = await usage_log.record(data, self.limits_id)
         except Exception:
             # Never bill what was not recorded: the hold is released, the failure is counted
             # and logged with everything needed to re-create the record by hand.
@@ -632,6 +634,17 @@ class Exchange(ChainWalk):
         # Always through the limiter's settle, even with no money involved: it also releases
         # the request's key and org concurrency leases (and nothing at all when none were taken).
         slot, self._slot = self._slot, None
+        if self._unflushed and cost > 0:
+            # The row is in the local log: the hold shrinks to the cost until the flusher
+            # stores the row and settles it (billing/usage_log.py).
+            await limits.get_limiter().hold_unflushed(
+                self.limits_id,
+                key_id=self.key.id,
+                org_id=self.key.org_id,
+                cost_nano=cost,
+                deployment_id=slot,
+            )
+            return
         await limits.get_limiter().settle(
             self.limits_id,
             key_id=self.key.id,

@@ -158,6 +158,25 @@ class Limiter(Protocol):
         """
         ...
 
+    async def hold_unflushed(
+        self,
+        request_id: str,
+        *,
+        key_id: int,
+        org_id: int,
+        cost_nano: int,
+        deployment_id: int | None = None,
+    ) -> None:
+        """The end of a request whose usage row is durable in the local log but not yet in the
+        database (EZAT_USAGE_COMMIT=group, billing/usage_log.py): its leases are released (as
+        by settle) and its hold shrinks to `cost_nano`, living EZAT_USAGE_UNFLUSHED_HOLD_SECONDS,
+        instead of being charged. The flusher settles it (`settle`) once the row is in the
+        database, so `charged` only ever counts rows the database has (the seeding rule of
+        common.py) while the balance, the caps and the dashboards count the unflushed spend as
+        the open hold it is. A no-op for money once the request is settled (the flusher may be
+        first)."""
+        ...
+
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
         """Current concurrent requests per deployment (for the operator console)."""
         ...

@@ -59,6 +59,13 @@ def hold_ttl_seconds() -> float:
     return float(getattr(settings, "EZAT_HOLD_TTL_SECONDS", 900))
 
 
+def unflushed_hold_seconds() -> float:
+    """How long a hold shrunk to a request's cost waits for its row to reach the database
+    (Limiter.hold_unflushed): long enough to outlast a database outage, so unflushed spend never
+    drops out of the balance before the flusher settles it."""
+    return float(getattr(settings, "EZAT_USAGE_UNFLUSHED_HOLD_SECONDS", 86400))
+
+
 def slot_lease_seconds() -> float:
     """How long a slot or concurrency lease lives without a heartbeat (a crashed process's
     leases stop counting this long after its last beat)."""

@@ -39,6 +39,7 @@ from gateway.limits.common import (
     reseed_seconds,
     share_caps,
     slot_lease_seconds,
+    unflushed_hold_seconds,
 )
 from gateway.limits.periods import TOTAL_PERIOD, day_id, minute_window, month_id, retry_after
 from gateway.limits.settlement import (
@@ -321,6 +322,26 @@ class LocalLimiter:
             for state, tally in ((kd, after.day), (kt, after.total)):
                 if state is not None and tally is not None:
                     state.store(tally)
+
+    async def hold_unflushed(
+        self,
+        request_id: str,
+        *,
+        key_id: int,
+        org_id: int,
+        cost_nano: int,
+        deployment_id: int | None = None,
+    ) -> None:
+        self._release_leases(request_id, deployment_id)
+        if cost_nano <= 0:
+            return
+        expires = self._clock() + unflushed_hold_seconds()
+        with self._lock:
+            org = self._orgs.setdefault(org_id, _OrgState())
+            hold = org.holds.get(request_id)
+            if hold is not None and hold.settled:
+                return  # the flusher settled it first
+            self._add_hold(org, request_id, key_id, cost_nano, expires)
 
     # --- seeding ----------------------------------------------------------------------------
     async def _write_seed(self, ticket: SeedTicket, value: int) -> bool:

@@ -60,6 +60,7 @@ from gateway.limits.common import (
     reseed_seconds,
     share_caps,
     slot_lease_seconds,
+    unflushed_hold_seconds,
 )
 from gateway.limits.local import LocalLimiter
 from gateway.limits.periods import month_ttl_seconds, period_id, period_ttl_seconds, retry_after
@@ -136,6 +137,7 @@ class _Conn:
             self.client = redis_async.Redis(connection_pool=pool)
         self.admit = self.client.register_script(scripts.ADMIT)
         self.settle = self.client.register_script(scripts.SETTLE)
+        self.hold_unflushed = self.client.register_script(scripts.HOLD_UNFLUSHED)
         self.seed = self.client.register_script(scripts.SEED)
         self.acquire = self.client.register_script(scripts.ACQUIRE_SLOT)
         self.release = self.client.register_script(scripts.RELEASE)
@@ -151,7 +153,14 @@ class _Conn:
 
         self._refs = {
             id(script): ScriptRef(script.sha, str(script.script))
-            for script in (self.admit, self.settle, self.acquire, self.release, self.heartbeat)
+            for script in (
+                self.admit,
+                self.settle,
+                self.hold_unflushed,
+                self.acquire,
+                self.release,
+                self.heartbeat,
+            )
         }
 
     async def run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
@@ -399,6 +408,18 @@ class RedisLimiter:
             raise LimiterUnavailable("money state cannot be stored right now") from exc
 
     # --- settlement -------------------------------------------------------------------------
+    def _pop_lease_keys(
+        self, request_id: str, key_id: int, org_id: int, deployment_id: int | None
+    ) -> list[str]:
+        """The request's lease sets in Redis (forgotten here: released by the caller's script)."""
+        lease = self._leases.pop(request_id, None)
+        if lease is None and deployment_id is not None:
+            lease = Lease(key_id, org_id, deployment_id, False, False)
+        if lease is None:
+            return []
+        where = deployment_id if deployment_id is not None else lease.deployment_id
+        return self._lease_keys(request_id, lease, where)[0]
+
     async def settle(
         self,
         request_id: str,
@@ -409,15 +430,9 @@ class RedisLimiter:
         cost_nano: int,
         deployment_id: int | None = None,
     ) -> None:
-        lease = self._leases.pop(request_id, None)
         if deployment_id is not None:
             await self._fallback.release_slot(request_id, deployment_id)  # if taken there
-            if lease is None:
-                lease = Lease(key_id, org_id, deployment_id, False, False)
-        lease_keys: list[str] = []
-        if lease is not None:
-            where = deployment_id if deployment_id is not None else lease.deployment_id
-            lease_keys, _ = self._lease_keys(request_id, lease, where)
+        lease_keys = self._pop_lease_keys(request_id, key_id, org_id, deployment_id)
         if not settlement.touches_money(hold_nano, cost_nano):
             if lease_keys:
                 await self._release(request_id, org_id, lease_keys, "settle")
@@ -450,6 +465,37 @@ class RedisLimiter:
             # logged, counted.
             self._trip("settle", exc)
             ERRORS.labels("settle").inc()
+
+    async def hold_unflushed(
+        self,
+        request_id: str,
+        *,
+        key_id: int,
+        org_id: int,
+        cost_nano: int,
+        deployment_id: int | None = None,
+    ) -> None:
+        lease_keys = self._pop_lease_keys(request_id, key_id, org_id, deployment_id)
+        if cost_nano <= 0:
+            if lease_keys:
+                await self._release(request_id, org_id, lease_keys, "hold_unflushed")
+            return
+        args = [
+            request_id,
+            cost_nano,
+            int(unflushed_hold_seconds() * 1000),
+            self._now_arg(),
+            org_id,
+            key_id,
+        ]
+        try:
+            conn = self._redis()
+            await conn.run(conn.hold_unflushed, [*self._org_keys(org_id), *lease_keys], args)
+        except UNREACHABLE as exc:
+            # The worst-case hold stays until its TTL (conservative); the flusher's settle
+            # charges the cost once the row is stored. Swallowed, logged, counted.
+            self._trip("hold_unflushed", exc)
+            ERRORS.labels("hold_unflushed").inc()
 
     async def _release(self, request_id: str, org_id: int, keys: list[str], op: str) -> None:
         try:

@@ -302,6 +302,29 @@ return 1
 """
 )
 
+# KEYS: org, hexp, hold, then the request's lease sets (drop_leases).
+# ARGV: request id, cost (> 0), hold ttl ms, now ms ("" = TIME), org id, key id.
+# The request's usage row is in the local log, not yet in the database (Limiter.hold_unflushed):
+# its leases go, its hold becomes its cost (nothing is charged: the flusher's SETTLE does that
+# once the row is stored). Returns 1, or 0 when the request was settled already.
+HOLD_UNFLUSHED = (
+    _PRELUDE
+    + """
+local org, hexp, holds = KEYS[1], KEYS[2], KEYS[3]
+local rid, cost_s, kid = ARGV[1], ARGV[2], ARGV[6]
+local now = clock(ARGV[4])
+drop_leases(4, rid, ARGV[5], now)
+local v = redis.call('HGET', holds, rid)
+if v == 's' then return 0 end
+if v then release(org, v) end
+redis.call('HSET', holds, rid, cost_s .. ':' .. kid)
+redis.call('ZADD', hexp, now + tonumber(ARGV[3]), rid)
+redis.call('HINCRBY', org, 'held', cost_s)
+redis.call('HINCRBY', org, 'kh:' .. kid, cost_s)
+return 1
+"""
+)
+
 # KEYS: the state hash. ARGV: field ("base" | "spent"), DB value, c0, gen, mode ("init" |
 # "reseed"), sign of the correction ("-" for base, "" for spent), ttl s (0 = none), now ms.
 # value = db ∓ (charged − c0), written only if gen is unchanged (see common.py): settlement.seed.

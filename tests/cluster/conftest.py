@@ -45,6 +45,8 @@ NODE_ENV = {
     # The spool (records PostgreSQL would not take) is replayed within a second of its return.
     "EZAT_USAGE_SPOOL_RETRY_SECONDS": "1",
     "CELERY_TASK_ALWAYS_EAGER": "false",
+    # How usage is recorded (direct | group, billing/usage_log.py): the suite runs either way.
+    "EZAT_USAGE_COMMIT": os.environ.get("EZAT_USAGE_COMMIT", "direct"),
 }
 
 
@@ -108,8 +110,24 @@ class ClusterContext:
     def usage(self, **filters: Any) -> list[Any]:
         from billing.models import UsageRecord
 
+        self.wait_flushed()
         with self.blocker.unblock():
             return list(UsageRecord.objects.filter(**filters).order_by("id"))
+
+    def wait_flushed(self) -> None:
+        """With EZAT_USAGE_COMMIT=group a row reaches PostgreSQL, and its request is settled in
+        the limiter, a flush after its answer (billing/usage_log.py): until every live node's
+        log has stored and settled what it holds. Nothing to wait for with `direct`."""
+        from tests.cluster.metrics import node_metric
+
+        if NODE_ENV["EZAT_USAGE_COMMIT"] != "group":
+            return
+
+        def flushed() -> bool:
+            nodes = [n for n in self.cluster.nodes.values() if n.process.poll() is None]
+            return all(node_metric(n.url, "ezat_usage_log_unflushed") == 0 for n in nodes)
+
+        wait_for(flushed, 60, what="every node's usage log stored")
 
     def assert_billed_once(self, answers: list[Answer]) -> None:
         """Every answered request has exactly one usage record, reconciled into the ledger by

@@ -207,6 +207,7 @@ def test_node_killed_mid_traffic(cluster: ClusterContext) -> None:
 
     def expired() -> bool:
         assert call(cluster.url, key.secret, "chat", "after ttl").ok
+        cluster.wait_flushed()  # the probe's own hold settled (EZAT_USAGE_COMMIT=group)
         return _held(client, key) == 0 and _live_leases(cluster, client, key) == 0
 
     wait_for(expired, 60, what="the killed node's holds and leases to expire")

@@ -94,6 +94,17 @@ class PrivatePostgres:
         return f"postgres://postgres@127.0.0.1:{self.port}/ezat"
 
 
+def durable_env(tmp: Path, usage_commit: str = "direct") -> dict[str, str]:
+    """A gateway's durability settings for these tests (spool, checkpoints, fast retries)."""
+    return {
+        "EZAT_USAGE_SPOOL_DIR": str(tmp / "spool"),
+        "EZAT_CHECKPOINT_DIR": str(tmp / "checkpoints"),
+        "EZAT_USAGE_SPOOL_RETRY_SECONDS": "1",
+        "EZAT_CHECKPOINT_STALE_SECONDS": "3",
+        "EZAT_USAGE_COMMIT": usage_commit,
+    }
+
+
 def manage(db_url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": "", "LOG_LEVEL": "WARNING"}
     env.pop("DJANGO_SETTINGS_MODULE", None)

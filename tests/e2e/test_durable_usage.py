@@ -34,6 +34,7 @@ from tests.e2e.durable_support import (
     Load,
     PrivatePostgres,
     base_id,
+    durable_env,
     manage,
     seed,
     usage_rows,
@@ -46,17 +47,14 @@ pytestmark = pytest.mark.e2e
 OUTAGE_SECONDS = 10.0
 
 
-def _durable_env(tmp: Path) -> dict[str, str]:
-    return {
-        "EZAT_USAGE_SPOOL_DIR": str(tmp / "spool"),
-        "EZAT_CHECKPOINT_DIR": str(tmp / "checkpoints"),
-        "EZAT_USAGE_SPOOL_RETRY_SECONDS": "1",
-        "EZAT_CHECKPOINT_STALE_SECONDS": "3",
-    }
+@pytest.fixture(params=["direct", "group"])
+def usage_commit(request: pytest.FixtureRequest) -> str:
+    """Each test runs with both ways of recording usage (EZAT_USAGE_COMMIT)."""
+    return str(request.param)
 
 
 def test_postgres_stopped_10s_under_load_every_answered_request_billed_exactly_once(
-    tmp_path: Path,
+    tmp_path: Path, usage_commit: str
 ) -> None:
     pg = PrivatePostgres()
     sim = SimulatorThread(api_key="sk-sim-a").start()
@@ -68,7 +66,7 @@ def test_postgres_stopped_10s_under_load_every_answered_request_billed_exactly_o
         org_id = seeded["org_id"]
         cached_key, uncached_key = seeded["keys"]
         env = {
-            **_durable_env(tmp_path),
+            **durable_env(tmp_path, usage_commit),
             "EZAT_RECONCILE_INTERVAL": "1",
             "CELERY_TASK_ALWAYS_EAGER": "true",
             # The key in use stays cached through the outage (the cache serves until its TTL).
@@ -243,7 +241,7 @@ class StreamReader(threading.Thread):
 
 
 def test_gateway_sigkilled_with_open_streams_bills_delivered_output_once_estimated(
-    stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path, usage_commit: str
 ) -> None:
     from django.db import connection
 
@@ -253,7 +251,7 @@ def test_gateway_sigkilled_with_open_streams_bills_delivered_output_once_estimat
 
     redis_url = e2e_redis_url()
     checkpoint_dir = Path(os.environ["EZAT_CHECKPOINT_DIR"])
-    env = {**_durable_env(tmp_path), "EZAT_CHECKPOINT_DIR": str(checkpoint_dir)}
+    env = {**durable_env(tmp_path, usage_commit), "EZAT_CHECKPOINT_DIR": str(checkpoint_dir)}
     with stack.blocker.unblock():
         db_url = database_url(connection.settings_dict)
     key = stack.new_key()
@@ -391,7 +389,9 @@ def _checkpoint_writes(url: str) -> float:
     raise AssertionError("ezat_checkpoint_writes_total is missing from /metrics")
 
 
-def test_gateway_sigkilled_right_after_a_first_token_bills_it(stack: Stack, tmp_path: Path) -> None:
+def test_gateway_sigkilled_right_after_a_first_token_bills_it(
+    stack: Stack, tmp_path: Path, usage_commit: str
+) -> None:
     """Before the first periodic checkpoint (EZAT_CHECKPOINT_INTERVAL, 60 s here so it cannot
     happen), the stream's entry is already durable: written right after its first token."""
     from django.db import connection
@@ -399,7 +399,7 @@ def test_gateway_sigkilled_right_after_a_first_token_bills_it(stack: Stack, tmp_
     redis_url = e2e_redis_url()
     checkpoint_dir = Path(os.environ["EZAT_CHECKPOINT_DIR"])
     env = {
-        **_durable_env(tmp_path),
+        **durable_env(tmp_path, usage_commit),
         "EZAT_CHECKPOINT_DIR": str(checkpoint_dir),
         "EZAT_CHECKPOINT_INTERVAL": "60",
     }
@@ -468,7 +468,7 @@ def test_gateway_sigkilled_right_after_a_first_token_bills_it(stack: Stack, tmp_
 
 # --- (d) the spool cannot write either (disk full, unwritable) during a database outage ----------
 def test_an_unwritable_spool_during_an_outage_holds_the_bill_and_refuses_new_work_with_503(
-    tmp_path: Path,
+    tmp_path: Path, usage_commit: str
 ) -> None:
     """PostgreSQL is stopped while a stream is in flight, and the spool's directory cannot be
     created (its parent is a file). The stream still ends normally (no 500): its record is held
@@ -485,7 +485,7 @@ def test_an_unwritable_spool_during_an_outage_holds_the_bill_and_refuses_new_wor
         blocked = tmp_path / "blocked"
         blocked.write_bytes(b"a file where the spool's directory should be")
         env = {
-            **_durable_env(tmp_path),
+            **durable_env(tmp_path, usage_commit),
             "EZAT_USAGE_SPOOL_DIR": str(blocked / "spool"),
             "CELERY_TASK_ALWAYS_EAGER": "true",
             "EZAT_KEY_CACHE_TTL": "120",

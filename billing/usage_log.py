@@ -1,0 +1,278 @@
+"""Group-committed usage (EZAT_USAGE_COMMIT=group, issue 35 item 1): a request's usage row is
+durable before its answer ends without a database round trip.
+
+The request path: the row (with the limiter settlement it is owed) is appended to a local log
+and fsync'd; concurrent requests share the fsync (the spool's group commit, billing/spool.py:
+records queued while one write+fsync is in flight go together in the next, so under load one
+fsync covers every request that ended during the previous one, at no added latency when alone).
+The request awaits the fsync that covers its record, then answers; its limiter hold shrinks to
+its cost (`Limiter.hold_unflushed`) instead of being charged.
+
+The flusher (a task of the event loop) moves the log's records to the database in batches (the
+first record of a batch waits EZAT_USAGE_LOG_FLUSH_SECONDS for others) with
+the usage writer's idempotent insert (billing/recorder.py: one INSERT per batch, row by row
+through `insert_idempotent` when a request id collides, so the same request twice is one row).
+Once a batch is stored, each of its requests is settled in the limiter (the injected `settler`,
+gateway/apps.py: billing never imports the limiter): the hold goes and the cost is charged. So
+the limiter's `charged` only ever counts rows the database has, which the seeding arithmetic
+relies on (gateway/limits/common.py), and until then the balance, the key caps and the dashboards
+count the spend as the open hold it is (`open_holds_nano`): it never disappears and reappears.
+While the database is down the records stay in the log and in memory, the flusher retries with
+a backoff, requests keep being answered, and the rows land once the database is back.
+
+The log's files (`log-<host>-<pid>-<token>.jsonl`) are the spool's format (a CRC-32 and a
+newline frame each record: a torn tail fails its checksum or lacks its newline and is skipped,
+never half-read), in the spool's folder of this process's database (billing/spool_owner.py), and
+under its lock rule (an exclusive flock for as long as the writer is alive). A segment is closed
+after EZAT_USAGE_LOG_SEGMENT_RECORDS records or EZAT_USAGE_LOG_SEGMENT_SECONDS, kept locked
+until all its records are stored, then deleted. After a SIGKILL the dead process's segments are
+unlocked: the next start's durability round (gateway/durability.py) replays them like spool
+files — idempotently, so a record stored before the crash is not stored twice — and settles
+their requests. Another database's folder is never replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from prometheus_client import Counter, Gauge
+
+from billing.recorder import UsageData, UsageWriter, record_fields, record_usage
+from billing.spool import LOG_PREFIX, SETTLE_FIELD, SpoolError, UsageSpool
+
+logger = logging.getLogger(__name__)
+
+LOG_FSYNCS = Counter("ezat_usage_log_fsyncs_total", "fsyncs of the group-commit usage log")
+LOGGED = Counter("ezat_usage_log_records_total", "Usage records appended to the group-commit log")
+FLUSHED = Counter("ezat_usage_log_flushed_total", "Logged usage records stored in the database")
+FLUSH_FAILURES = Counter(
+    "ezat_usage_log_flush_failures_total",
+    "Batches of the usage log the database did not take (kept and retried)",
+)
+UNFLUSHED = Gauge(
+    "ezat_usage_log_unflushed",
+    "Usage records in the log (durable) not yet stored in the database and settled",
+)
+
+# (limits id, key id, org id, cost nano-USD) of every stored record whose request is owed a
+# settlement: the limiter's settle, set by the gateway at start.
+Settler = Callable[[list[dict[str, Any]]], Awaitable[None]]
+_settler: Settler | None = None
+
+
+def set_settler(settler: Settler | None) -> None:
+    global _settler
+    _settler = settler
+
+
+def enabled() -> bool:
+    return settings.EZAT_USAGE_COMMIT == "group"
+
+
+@dataclass(slots=True)
+class _Segment:
+    logged: int = 0
+    stored: int = 0
+    opened: float = 0.0  # monotonic
+    fd: int | None = None  # set once detached (still locked)
+
+
+class _LogFile(UsageSpool):
+    """The log's current segment: the spool's group-fsync writer under the log's prefix."""
+
+    prefix = LOG_PREFIX
+
+    def __init__(self, directory: Path | None = None) -> None:
+        super().__init__(directory)
+        self.segments: dict[Path, _Segment] = {}
+
+    def _count(self, records: int, path: Path) -> None:
+        # Counted as the write lands, before any caller resumes: a segment is never deleted
+        # while a record fsync'd into it waits to be queued for the flusher.
+        LOGGED.inc(records)
+        self.appended += records
+        segment = self.segments.get(path)
+        if segment is None:
+            segment = self.segments[path] = _Segment(opened=time.monotonic())
+        segment.logged += records
+
+    def _count_fsync(self) -> None:
+        LOG_FSYNCS.inc()
+
+    async def detach(self) -> tuple[int, Path] | None:
+        """Stop appending to the current segment but keep it open and locked (its records
+        may not be stored yet: no replay may take it); the next append opens a new one."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        fd, path = self._fd, self._path
+        self._fd = self._path = None
+        if fd is None or path is None:
+            return None
+        return fd, path
+
+
+class UsageLog:
+    """The log, its segments' bookkeeping and the flusher."""
+
+    def __init__(self, directory: Path | None = None, max_batch: int = 500) -> None:
+        self.file = _LogFile(directory)
+        self._store = UsageWriter(max_batch=max_batch)
+        self._max_batch = max_batch
+        self._queue: list[tuple[dict[str, Any], Path]] = []
+        self._segments = self.file.segments
+        self._flusher: asyncio.Task[None] | None = None
+        self._backoff = 0.0
+        self.batch_sizes: list[int] = []  # the last few, for tests
+
+    @property
+    def fsyncs(self) -> int:
+        return self.file.fsyncs
+
+    @property
+    def unflushed(self) -> int:
+        return len(self._queue)
+
+    async def commit(self, fields: dict[str, Any], settle: dict[str, Any]) -> None:
+        """Returns once the record is fsync'd in the log (raises SpoolError if it cannot be);
+        the flusher stores it and then settles `settle` in the limiter."""
+        record = {**fields, SETTLE_FIELD: settle}
+        future = self.file.submit(record)
+        # Queued for the flusher as soon as it is on disk, whether or not this caller is still
+        # there to resume (a cancelled request's record is durable: it is stored all the same).
+        future.add_done_callback(lambda done: self._logged(record, done))
+        await asyncio.shield(future)
+
+    def _logged(self, record: dict[str, Any], done: asyncio.Future[Path]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            return  # not durable: the caller sees the error (and records it another way)
+        self._queue.append((record, done.result()))
+        UNFLUSHED.set(len(self._queue))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    async def wait_flushed(self) -> None:
+        """Until every record logged so far is in the database (tests, shutdown)."""
+        while self._queue or (self._flusher is not None and not self._flusher.done()):
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.get_running_loop().create_task(self._flush())
+            await asyncio.shield(self._flusher)
+
+    async def _flush(self) -> None:
+        # Nobody awaits the flush (the records are durable already): the first record waits
+        # for others so that at low concurrency too a batch shares one INSERT and one pipelined
+        # round of settles, instead of one each per request.
+        await asyncio.sleep(settings.EZAT_USAGE_LOG_FLUSH_SECONDS)
+        while self._queue:
+            batch = self._queue[: self._max_batch]
+            records = []
+            for record, _ in batch:
+                row = dict(record)  # the insert may suffix a reused request id: a copy
+                row.pop(SETTLE_FIELD, None)
+                records.append(row)
+            try:
+                await self._store.store_batch(records)
+            except Exception as exc:  # noqa: BLE001 - logged; the records stay in the log
+                FLUSH_FAILURES.inc()
+                self._backoff = min(max(self._backoff * 2, 0.05), 2.0)
+                logger.warning(
+                    "usage log: the database did not take a batch (%r); retry in %.2f s",
+                    exc,
+                    self._backoff,
+                    extra={"records": len(records)},
+                )
+                await asyncio.sleep(self._backoff)
+                continue
+            self._backoff = 0.0
+            FLUSHED.inc(len(batch))
+            self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
+            await self._settle([record[SETTLE_FIELD] for record, _ in batch])
+            # Out of the queue once stored and settled (a stop in between stores and settles
+            # them again, idempotently): `unflushed` is what the limiter still holds as holds.
+            del self._queue[: len(batch)]
+            UNFLUSHED.set(len(self._queue))
+            for _, path in batch:
+                self._segments[path].stored += 1
+            await self._retire()
+
+    async def _settle(self, settles: list[dict[str, Any]]) -> None:
+        settler = _settler
+        if settler is None:
+            return
+        try:
+            await settler(settles)
+        except Exception:  # the rows are stored; the holds lapse by their TTL
+            logger.exception("usage log: settling stored records failed")
+
+    async def _retire(self) -> None:
+        """Close the current segment when it is full or old, and delete every closed segment
+        whose records are all stored (after a crash, only the rest is replayed)."""
+        current = self.file.current
+        segment = self._segments.get(current) if current is not None else None
+        if segment is not None and (
+            segment.logged >= settings.EZAT_USAGE_LOG_SEGMENT_RECORDS
+            or time.monotonic() - segment.opened >= settings.EZAT_USAGE_LOG_SEGMENT_SECONDS
+        ):
+            detached = await self.file.detach()
+            if detached is not None:
+                self._segments.setdefault(detached[1], _Segment()).fd = detached[0]
+        for path, seg in list(self._segments.items()):
+            if seg.fd is not None and seg.stored >= seg.logged:
+                path.unlink(missing_ok=True)  # a crash before this: replayed, idempotently
+                os.close(seg.fd)  # releases the lock
+                del self._segments[path]
+
+    async def stop(self) -> None:
+        """Stop the flusher (shutdown, after `wait_flushed` timed out)."""
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None and not flusher.done():
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+
+    def close(self) -> None:
+        """Release the files and the database connections (tests, shutdown). Records not
+        stored stay in their segments, replayed by the next start."""
+        self.file.close()
+        for seg in self._segments.values():
+            if seg.fd is not None:
+                os.close(seg.fd)
+        self._segments.clear()
+        self._queue.clear()
+        self._store.close()
+
+
+usage_log = UsageLog()
+
+
+async def record(data: UsageData, limits_id: str) -> tuple[int, bool]:
+    """Record a request's usage before its answer ends: (its cost, whether it is unflushed).
+
+    With EZAT_USAGE_COMMIT=group the row goes to the log (unflushed: the caller then calls the
+    limiter's `hold_unflushed`, not `settle`); when the log cannot take it (disk full), or with
+    `direct`, through the usage writer (the database, else the spool): settled as always.
+    """
+    if not enabled():
+        return await record_usage(data), False
+    fields = record_fields(data)
+    cost = int(fields["cost_nano"])
+    settle = {
+        "limits_id": limits_id,
+        "key_id": data.key_id,
+        "org_id": data.org_id,
+        "cost_nano": cost,
+    }
+    try:
+        await usage_log.commit(fields, settle)
+    except SpoolError:
+        logger.exception("usage log write failed; recording through the database")
+        return await record_usage(data), False
+    return cost, True
