@@ -6,8 +6,6 @@ one table of cases through both storages, is in test_limits_settlement_backends.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -281,9 +279,9 @@ def test_over_many_requests_charged_is_the_sum_of_first_settles(
             if rid in entries:
                 continue  # a request id is admitted once
             entries[rid] = Hold(amount, 1, NOW + 900)
-            state = replace(state, held=state.held + amount, key_held=state.key_held + amount)
+            state = state._replace(held=state.held + amount, key_held=state.key_held + amount)
             continue
-        after = settle(replace(state, entry=entries.get(rid)), cost, NOW)
+        after = settle(state._replace(entry=entries.get(rid)), cost, NOW)
         if after is None:
             continue
         assert rid not in charged_once
