@@ -8,6 +8,7 @@ itself happens in the pure modules of gateway.protocols.openai.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import orjson
@@ -18,7 +19,6 @@ from gateway.chain import ModelChain
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.handlers.chat_relay import relay, relays
-from gateway.handlers.common import RequestScope
 from gateway.handlers.pipeline import (
     After,
     Conversion,
@@ -97,14 +97,7 @@ class ChatCompletions(Surface[TranslatedRequest, ChatStreamTranslator]):
             return None
 
         # OpenAI-kind models only: relayed as sent, not translated (chat_relay.py says why).
-        async def relayed(
-            request: ApiRequest, send: Send, scope: RequestScope, key: KeyInfo, body: Any
-        ) -> int:
-            args = {"api": self.api, "request_id": request.request_id, "key": key}
-            args["model_name"] = models.name
-            return await relay(request, send, scope, args, body, models)
-
-        return relayed
+        return partial(relay, models=models)
 
     async def conversion(
         self, request: ApiRequest, key: KeyInfo, body: dict[str, Any], models: list[ModelInfo]

@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from accounts.keycache import KeyInfo
+from catalog.platform_config import OPENAI_KINDS
 from catalog.snapshot import ModelInfo, Route
 from gateway.chain import Candidate, ModelChain, Prepared
 from gateway.context import RequestContext
@@ -56,6 +58,7 @@ from gateway.routing import session_key
 from gateway.usage import UsageTracker
 
 FMT = OPENAI
+API = "chat"  # the usage record's label, as on the translated path
 CHAT_PATH = "/chat/completions"
 EZAT_FIELDS = frozenset({"models"})  # the gateway's own body fields, never relayed
 PING = b": ping\n\n"
@@ -68,10 +71,13 @@ def relays(models: ModelChain) -> bool:
     """Whether every model that may answer is served over Chat Completions only: then the
     request is relayed. A chain that mixes in Claude models goes the translated way
     (gateway/handlers/chat.py), whose translation serves both."""
-    return all(
-        m.routes and all(r.deployment.kind in ("openai", "azure-openai") for r in m.routes)
-        for m in models.models
-    )
+    for m in models.models:  # loops, not all() over generators: it runs on every chat request
+        if not m.routes:
+            return False
+        for r in m.routes:
+            if r.deployment.kind not in OPENAI_KINDS:
+                return False
+    return True
 
 
 def _positive(body: dict[str, Any], name: str, limit: int | None = None) -> int | None:
@@ -90,8 +96,9 @@ def _checked(body: dict[str, Any], model: ModelInfo) -> tuple[int, int]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise GatewayError(400, "messages: required, a non-empty array", param="messages")
-    if not all(isinstance(m, dict) for m in messages):
-        raise GatewayError(400, "messages: each message must be an object", param="messages")
+    for m in messages:
+        if type(m) is not dict:
+            raise GatewayError(400, "messages: each message must be an object", param="messages")
     if "stream" in body and not isinstance(body["stream"], bool):
         raise GatewayError(400, "stream: must be true or false", param="stream")
     options = body.get("stream_options")
@@ -159,25 +166,33 @@ async def relay(
     request: ApiRequest,
     send: Send,
     scope: RequestScope,
-    exchange_args: dict[str, Any],
+    key: KeyInfo,
     body: dict[str, Any],
     models: ModelChain,
 ) -> int:
     model = models.primary
     max_tokens, n = _checked(body, model)
     media = _media(body, model)
-    estimate = input_estimate(len(request.body), media, model)
+    size = len(request.body)
+    estimate = input_estimate(size, media, model)
     session = session_key(
         request.headers.get("x-ezat-session"), _str(body.get("prompt_cache_key")), body
     )
     effort = body.get("reasoning_effort")
     candidates = [
-        Candidate(m, models.response_name(m), estimate=input_estimate(len(request.body), media, m))
+        Candidate(
+            m,
+            models.response_name(m),
+            estimate=estimate if m is model else input_estimate(size, media, m),
+        )
         for m in models.models
     ]
     exchange = Exchange(
         RequestContext(
-            **exchange_args,
+            api=API,
+            request_id=request.request_id,
+            key=key,
+            model_name=models.name,
             stream=bool(body.get("stream")),
             session=session,
             high_effort=effort in HIGH_EFFORTS,

@@ -55,27 +55,29 @@ def stop_reason(finish: object, *, tool_calls: bool) -> str:
     return STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else "end_turn"
 
 
-def _count(value: object) -> int:
-    return value if type(value) is int and value > 0 else 0
-
-
 def anthropic_usage(usage: dict[str, Any]) -> dict[str, Any]:
-    """An OpenAI usage object as Anthropic usage (the module docstring)."""
-    prompt = _count(usage.get("prompt_tokens"))
+    """An OpenAI usage object as Anthropic usage (the module docstring). On every request's way
+    out, so each count is read inline (a helper call per count cost more than the reading)."""
+    prompt = usage.get("prompt_tokens")
+    prompt = prompt if type(prompt) is int and prompt > 0 else 0
     details = usage.get("prompt_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    if not cached:
-        cached = _count(usage.get("prompt_cache_hit_tokens"))
-    cached = min(cached, prompt)
-    output = _count(usage.get("completion_tokens"))
+    cached = details.get("cached_tokens") if type(details) is dict else None
+    if not (type(cached) is int and cached > 0):
+        cached = usage.get("prompt_cache_hit_tokens")
+        cached = cached if type(cached) is int and cached > 0 else 0
+    if cached > prompt:
+        cached = prompt
+    output = usage.get("completion_tokens")
+    output = output if type(output) is int and output > 0 else 0
     done = usage.get("completion_tokens_details")
-    reasoning = _count(done.get("reasoning_tokens")) if isinstance(done, dict) else 0
+    reasoning = done.get("reasoning_tokens") if type(done) is dict else None
+    reasoning = reasoning if type(reasoning) is int and reasoning > 0 else 0
     return {
         "input_tokens": prompt - cached,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
         "output_tokens": output,
-        "output_tokens_details": {"thinking_tokens": min(reasoning, output)},
+        "output_tokens_details": {"thinking_tokens": reasoning if reasoning < output else output},
     }
 
 
