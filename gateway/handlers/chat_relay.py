@@ -104,8 +104,13 @@ def _checked(body: dict[str, Any], model: ModelInfo) -> tuple[int, int]:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise GatewayError(400, "stream_options: must be an object", param="stream_options")
-    n = _positive(body, "n", MAX_CHOICES) or 1
-    limit = _positive(body, "max_completion_tokens") or _positive(body, "max_tokens")
+    # Absent fields are the common case: looked up here before a call is paid for.
+    n = _positive(body, "n", MAX_CHOICES) if body.get("n") is not None else 1
+    limit = None
+    for name in ("max_completion_tokens", "max_tokens"):
+        if body.get(name) is not None:
+            limit = _positive(body, name)
+            break
     return min(limit or model.max_output_tokens, model.max_output_tokens), n
 
 

@@ -19,6 +19,7 @@ Wire facts (docs/providers.md, with sources):
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -55,13 +56,20 @@ def chat_target(
     )
 
 
-def auth_header(deployment: DeploymentInfo) -> str:
-    """The header lines that authenticate a call to this deployment (none for a keyless one)."""
-    if not deployment.api_key:
-        return ""
-    if deployment.kind == "azure-openai":
-        return f"api-key: {deployment.api_key}\r\n"
-    return f"authorization: Bearer {deployment.api_key}\r\n"
+def request_headers(deployment: DeploymentInfo) -> str:
+    """A call's header lines: the content type and what authenticates it to this deployment
+    (nothing for a keyless one)."""
+    return _headers(deployment.kind, deployment.api_key)
+
+
+@functools.lru_cache(maxsize=256)
+def _headers(kind: str, api_key: str) -> str:
+    """A call's header lines, built once per deployment credential rather than per request."""
+    if not api_key:
+        return "content-type: application/json\r\n"
+    if kind == "azure-openai":
+        return f"content-type: application/json\r\napi-key: {api_key}\r\n"
+    return f"content-type: application/json\r\nauthorization: Bearer {api_key}\r\n"
 
 
 class OpenAIProvider:
@@ -76,7 +84,7 @@ class OpenAIProvider:
         route: Route | None = None,
         tenant: tuple[int, str] | None = None,
     ) -> ProviderRequest:
-        headers = f"content-type: application/json\r\n{auth_header(deployment)}"
+        headers = request_headers(deployment)
         if path == CHAT_PATH:
             # A relayed Chat Completions call (gateway/handlers/chat_relay.py): the body is the
             # client's, already made ready for this route.
