@@ -155,7 +155,9 @@ class _Relay:
         # changes 4 to 195 µs (bench/README.md, "OpenAI-kind paths beside the Claude path").
         # `models` is EZAT's fallback list (docs/api.md), not an OpenAI parameter: a strict
         # provider answers an unknown one with a 400.
-        sent = {k: v for k, v in self.body.items() if k not in EZAT_FIELDS}
+        sent = dict(self.body)  # a C-level copy: cheaper than filtering in a comprehension
+        for name in EZAT_FIELDS:
+            sent.pop(name, None)
         sent["model"] = route.upstream_model_id
         if self.stream:
             sent["stream_options"] = {
