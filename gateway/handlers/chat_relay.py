@@ -144,9 +144,9 @@ class _Relay:
 
     def __init__(self, body: dict[str, Any], cache_key: str) -> None:
         self.body = body
-        self.stream = bool(body.get("stream"))
-        options = body.get("stream_options") or {}
-        self.include_usage = bool(options.get("include_usage"))
+        self.stream = stream = bool(body.get("stream"))
+        options = body.get("stream_options") if stream else None
+        self.include_usage = bool(options.get("include_usage")) if options else False
         self.cache_key = cache_key
 
     def body_for(self, route: Route) -> bytes:
@@ -209,7 +209,7 @@ async def relay(
         )
     )
     exchange.upstream_path = CHAT_PATH
-    relayed = _Relay(body, tenant_cache_key(*exchange.tenant))
+    relayed = _Relay(body, tenant_cache_key(key.org_id, session))
     for candidate in candidates:
         candidate.max_tokens = min(max_tokens, candidate.model.max_output_tokens) * n
         candidate.prepared = Prepared(relayed.body_for, effort if isinstance(effort, str) else None)
