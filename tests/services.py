@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -61,6 +62,38 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def free_port_block(count: int) -> int:
+    """The first of `count` consecutive free ports, below the kernel's ephemeral range.
+
+    For a run that takes a port and the ones after it (the quickstart's SIM_PORT, +1, +2 for
+    the platform simulators): `free_port()` gives an ephemeral port, and the ports after it are
+    exactly those the kernel hands to other processes' outgoing connections, so on a busy box
+    one of them was sometimes taken by the time the run bound it. Below the ephemeral range only
+    an explicit bind can take a port."""
+    top = _ephemeral_low() - count
+    for base in random.Random().sample(range(20000, top), k=200):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports below {top + count}")
 
 
 def stop_process(process: subprocess.Popen[Any], grace: float = 10) -> None:

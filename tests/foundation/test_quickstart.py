@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.services import free_port
+from tests.services import free_port, free_port_block
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def _hello(port: int, key: str) -> httpx.Response | None:
 
 @pytest.mark.timeout(1500)
 def test_make_run_three_times_with_ctrl_c(tmp_path: Path) -> None:
-    port, sim_port = free_port(), free_port()
+    port, sim_port = free_port(), free_port_block(3)
     env = _env(tmp_path, port, sim_port)
     credentials = tmp_path / "var" / "demo-credentials.txt"
     keys = []
@@ -173,7 +173,7 @@ def test_a_port_in_use_is_named_with_its_holder(tmp_path: Path) -> None:
         result = subprocess.run(
             ["bash", "scripts/quickstart.sh"],
             cwd=ROOT,
-            env=_env(tmp_path, port, free_port()),
+            env=_env(tmp_path, port, free_port_block(3)),
             capture_output=True,
             text=True,
             timeout=120,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import free_port
+from tests.services import free_port, free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,8 @@ def _set_up(tmp_path: Path, **variant: str) -> str:
     env.update(
         DATABASE_URL=f"sqlite:///{tmp_path / 'quickstart.sqlite3'}",
         PORT=str(free_port()),
-        SIM_PORT=str(free_port()),
+        # SIM_PORT and the two after it (the Bedrock and Vertex simulators of a variant run).
+        SIM_PORT=str(free_port_block(3)),
         VAR_DIR=str(tmp_path / "var"),
         EZAT_SIM_STATE_DIR=str(tmp_path / "sim-state"),
         EZAT_QUICKSTART_SETUP_ONLY="1",
