@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from simulator.openai_files import file_part_tokens
 from simulator.openai_models import OpenAIModel
 from simulator.replies import Reply
 from simulator.sse import chunk_json, chunk_text
@@ -165,6 +166,8 @@ def _part_segment(role: str, part: Any) -> Segment:
         image = part.get("image_url")
         detail = image.get("detail") if isinstance(image, Mapping) else None
         return Segment(obj, 0, IMAGE_TOKENS.get(str(detail), IMAGE_TOKENS_DEFAULT), None)
+    if isinstance(part, Mapping) and part.get("type") == "file":
+        return Segment(obj, 0, file_part_tokens(part), None)
     chars, media = measure(part)
     return Segment(obj, chars, media, None)
 

@@ -21,8 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.openai_errors import OpenAIError
+from simulator.openai_files import check_file_part
 from simulator.openai_models import MODELS, OpenAIModel
 from simulator.openai_strict import strict_schema_error
+from simulator.openai_wording import bad_value, check_keys, invalid_type, missing, unknown
 
 REQUEST_FIELDS = frozenset(
     {
@@ -89,63 +91,6 @@ _PART_KEYS = {
 }
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME_MAX = 64
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def invalid_type(param: str, expected: str, value: Any) -> OpenAIError:
-    return OpenAIError(
-        400,
-        f"Invalid type for '{param}': expected {expected}, but got {_article(value)} instead.",
-        param,
-        "invalid_type",
-    )
-
-
-def _article(value: Any) -> str:
-    name = _type_name(value)
-    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
-
-
-def missing(param: str) -> OpenAIError:
-    return OpenAIError(
-        400, f"Missing required parameter: '{param}'.", param, "missing_required_parameter"
-    )
-
-
-def unknown(param: str) -> OpenAIError:
-    return OpenAIError(400, f"Unknown parameter: '{param}'.", param, "unknown_parameter")
-
-
-def bad_value(param: str, value: Any, allowed: tuple[str, ...]) -> OpenAIError:
-    quoted = [f"'{v}'" for v in allowed]
-    listing = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
-    return OpenAIError(
-        400,
-        f"Invalid value: '{value}'. Supported values are: {listing}.",
-        param,
-        "invalid_value",
-    )
-
-
-def check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> OpenAIError | None:
-    # cache_control first: it is the Anthropic leftover a gateway most often forwards.
-    extra = sorted(set(obj) - allowed, key=lambda k: (k != "cache_control", k))
-    return unknown(f"{where}.{extra[0]}") if extra else None
 
 
 def is_int(value: Any) -> bool:
@@ -291,6 +236,10 @@ def _check_content(where: str, role: str, message: Mapping[str, Any]) -> OpenAIE
             if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
                 return missing(f"{at}.image_url.url")
             error = check_keys(image, {"url", "detail"}, f"{at}.image_url")
+            if error:
+                return error
+        if ptype == "file":
+            error = check_file_part(part, at)
             if error:
                 return error
     return None

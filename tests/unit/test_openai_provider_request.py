@@ -31,6 +31,13 @@ LONG = "mcp__a_very_long_server_name__and_an_even_longer_tool_name_that_goes_pas
 DOTTED = "web.fetch"
 PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
 CC = {"type": "ephemeral"}
+PDF = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}
+PDF_URL = "data:application/pdf;base64,JVBERi0xLjQK"
+TEXT_DOC = {"type": "text", "media_type": "text/plain", "data": "the notes"}
+
+
+def user_blocks(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": list(blocks)}
 
 
 def body(**extra: Any) -> dict[str, Any]:
@@ -481,6 +488,149 @@ CASES: list[tuple[str, dict[str, Any], ChatTarget, str, Any]] = [
         },
     ),
     (
+        "a base64 PDF document is a file part with a data URL and its title as filename",
+        body(messages=[user_blocks({"type": "document", "source": PDF, "title": "Q3 report.pdf"})]),
+        PLAIN,
+        "messages",
+        [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "file",
+                        "file": {"filename": "Q3 report.pdf", "file_data": PDF_URL},
+                    }
+                ],
+            }
+        ],
+    ),
+    (
+        "a PDF whose title is no file name is named by its place among the documents",
+        body(
+            messages=[
+                user_blocks(
+                    {"type": "document", "source": PDF, "title": "../../etc/passwd"},
+                    {"type": "document", "source": PDF},
+                )
+            ]
+        ),
+        PLAIN,
+        "messages",
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"filename": "document-1.pdf", "file_data": PDF_URL}},
+                    {"type": "file", "file": {"filename": "document-2.pdf", "file_data": PDF_URL}},
+                ],
+            }
+        ],
+    ),
+    (
+        "a plain-text document is a text part, its title first",
+        body(
+            messages=[
+                user_blocks(
+                    {"type": "document", "source": TEXT_DOC, "title": "notes"},
+                    {"type": "text", "text": "summarise"},
+                )
+            ]
+        ),
+        PLAIN,
+        "messages",
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "notes\n\nthe notes"},
+                    {"type": "text", "text": "summarise"},
+                ],
+            }
+        ],
+    ),
+    (
+        "a content document is its text and image parts",
+        body(
+            messages=[
+                user_blocks(
+                    {
+                        "type": "document",
+                        "source": {
+                            "type": "content",
+                            "content": [
+                                {"type": "text", "text": "page one"},
+                                {"type": "image", "source": PNG},
+                            ],
+                        },
+                    }
+                )
+            ]
+        ),
+        PLAIN,
+        "messages",
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "page one"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+                    },
+                ],
+            }
+        ],
+    ),
+    (
+        "a PDF in a tool result (Claude Code reading a PDF) follows in a user message",
+        body(
+            messages=[
+                user_blocks(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "a",
+                        "content": [{"type": "document", "source": PDF}],
+                    }
+                )
+            ]
+        ),
+        PLAIN,
+        "messages",
+        [
+            {
+                "role": "tool",
+                "tool_call_id": "a",
+                "content": "(the result is the file in the next user message)",
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"filename": "document-1.pdf", "file_data": PDF_URL}}
+                ],
+            },
+        ],
+    ),
+    (
+        "a plain-text document in a tool result stays in the tool message",
+        body(
+            messages=[
+                user_blocks(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "a",
+                        "content": [
+                            {"type": "text", "text": "read:"},
+                            {"type": "document", "source": TEXT_DOC},
+                        ],
+                    }
+                )
+            ]
+        ),
+        PLAIN,
+        "messages",
+        [{"role": "tool", "tool_call_id": "a", "content": "read:\nthe notes"}],
+    ),
+    (
         "context_management thinking edits accepted",
         body(context_management={"edits": [{"type": "clear_thinking_20251015"}]}),
         PLAIN,
@@ -553,13 +703,49 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     (
         body(
             messages=[
-                {
-                    "role": "user",
-                    "content": [{"type": "document", "source": {"type": "text", "data": "x"}}],
-                }
+                user_blocks(
+                    {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}
+                )
             ]
         ),
-        "messages.0.content.0.type",
+        "messages.0.content.0.source.type",
+    ),
+    (
+        body(
+            messages=[user_blocks({"type": "document", "source": {"type": "file", "file_id": "f"}})]
+        ),
+        "messages.0.content.0.source.type",
+    ),
+    (
+        body(
+            messages=[
+                user_blocks(
+                    {"type": "document", "source": {**PDF, "media_type": "application/msword"}}
+                )
+            ]
+        ),
+        "messages.0.content.0.source.media_type",
+    ),
+    (
+        body(
+            messages=[
+                user_blocks({"type": "document", "source": PDF, "citations": {"enabled": True}})
+            ]
+        ),
+        "messages.0.content.0.citations",
+    ),
+    (
+        body(
+            messages=[
+                user_blocks(
+                    {
+                        "type": "document",
+                        "source": {"type": "content", "content": [{"type": "document"}]},
+                    }
+                )
+            ]
+        ),
+        "messages.0.content.0.source.content.0.type",
     ),
     (
         body(
@@ -587,7 +773,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
                 }
             ]
         ),
-        "messages.0.content.0.content.0.type",
+        "messages.0.content.0.content.0.source",
     ),
     (
         body(messages=[{"role": "assistant", "content": [{"type": "server_tool_use"}]}]),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from catalog.media import PDF_PAGE_TEXT_TOKENS
 from gateway.providers.openai.request import UntranslatableRequest
 from gateway.providers.openai.tokens import (
     UNKNOWN_IMAGE_TOKENS,
@@ -20,6 +21,7 @@ from gateway.providers.openai.tokens import (
     encoding_name,
     image_tokens,
 )
+from tests.media_samples import b64, pdf
 
 # tiktoken's ids (the cookbook's section 3 and 5; "hello world" is tiktoken's own test)
 REFERENCE = [
@@ -232,3 +234,15 @@ def test_an_untranslatable_body_is_refused_like_the_request() -> None:
         count_input_tokens(
             body("x", tools=[{"type": "web_search_20250305", "name": "web_search"}]), "gpt-4o"
         )
+
+
+@pytest.mark.parametrize("pages", [1, 3])
+def test_a_pdf_counts_a_letter_page_image_and_the_text_allowance_per_page(pages: int) -> None:
+    document = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": b64(pdf(pages))},
+    }
+    with_pdf = body([document, {"type": "text", "text": "x"}])
+    without = body([{"type": "text", "text": "x"}])
+    added = count_input_tokens(with_pdf, "gpt-4o") - count_input_tokens(without, "gpt-4o")
+    assert added == pages * (765 + PDF_PAGE_TEXT_TOKENS)

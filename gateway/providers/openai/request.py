@@ -41,6 +41,7 @@ import orjson
 from gateway.protocols.model_rules import EFFORT_SCALE, nearest_effort
 from gateway.protocols.openai.inbound_messages import short
 
+from .request_parts import UntranslatableRequest, block_type, document_parts, image_part, string
 from .strict import strict_parameters
 
 __all__ = [
@@ -106,15 +107,6 @@ class ChatRequest:
     tool_names: dict[str, str]  # chat function name -> Anthropic tool name (where they differ)
     thinking: bool  # the client asked for thinking (thinking.type enabled/adaptive)
     input_estimate: int  # bytes/4 of the text sent, for a stream cut before its usage
-
-
-class UntranslatableRequest(ValueError):
-    """A Messages field with no Chat Completions equivalent; `param` is its JSON path."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(f"{param}: {message}")
-        self.param = param
-        self.message = f"{param}: {message}"
 
 
 def chat_tool_name(name: str) -> str:
@@ -332,12 +324,13 @@ def _metadata(metadata: object, out: dict[str, Any]) -> None:
 class _Builder:
     """Walks tools and messages once, collecting tool names and the size of the text sent."""
 
-    __slots__ = ("_names", "text_bytes", "tool_names")
+    __slots__ = ("_names", "documents", "text_bytes", "tool_names")
 
     def __init__(self) -> None:
         self.tool_names: dict[str, str] = {}
         self._names: dict[str, str] = {}  # chat name -> original, for every name seen
         self.text_bytes = 0
+        self.documents = 0  # document blocks seen, for their default filenames
 
     def name(self, original: str) -> str:
         chat = chat_tool_name(original)
@@ -367,7 +360,7 @@ class _Builder:
         for i, block in enumerate(system):
             if not isinstance(block, dict) or block.get("type") != "text":
                 raise UntranslatableRequest(f"system.{i}.type", "only text blocks")
-            texts.append(self._text(_string(block.get("text"), f"system.{i}.text")))
+            texts.append(self._text(string(block.get("text"), f"system.{i}.text")))
         return "\n\n".join(t for t in texts if t)
 
     def tools(self, tools: object) -> list[dict[str, Any]]:
@@ -388,14 +381,14 @@ class _Builder:
             for key in tool:
                 if key not in _TOOL_KEYS:
                     raise UntranslatableRequest(f"{param}.{key}", "unknown tool field")
-            name = _string(tool.get("name"), f"{param}.name")
+            name = string(tool.get("name"), f"{param}.name")
             schema = tool.get("input_schema")
             if not isinstance(schema, dict):
                 raise UntranslatableRequest(f"{param}.input_schema", "must be an object")
             function: dict[str, Any] = {"name": self.name(name)}
             description = tool.get("description")
             if description is not None:
-                function["description"] = self._text(_string(description, f"{param}.description"))
+                function["description"] = self._text(string(description, f"{param}.description"))
             # The schema as sent, never merged with the tool's own `type` (LiteLLM #30557).
             function["parameters"] = schema
             strict = tool.get("strict")
@@ -452,11 +445,13 @@ class _Builder:
         parts: list[dict[str, Any]] = []
         for j, block in enumerate(content):
             at = f"{param}.{j}"
-            kind = _block_type(block, at)
+            kind = block_type(block, at)
             if kind == "text":
-                parts.append({"type": "text", "text": self._text(_string(block.get("text"), at))})
+                parts.append({"type": "text", "text": self._text(string(block.get("text"), at))})
             elif kind == "image":
-                parts.append(_image(block.get("source"), f"{at}.source"))
+                parts.append(image_part(block.get("source"), f"{at}.source"))
+            elif kind == "document":
+                parts.extend(self._document(block, at, counted=True))
             elif kind == "tool_result":
                 tools.append(self._tool_result(block, at, images))
             else:
@@ -473,44 +468,65 @@ class _Builder:
     def _tool_result(
         self, block: dict[str, Any], at: str, images: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        call_id = _string(block.get("tool_use_id"), f"{at}.tool_use_id")
+        call_id = string(block.get("tool_use_id"), f"{at}.tool_use_id")
         content = block.get("content")
         texts: list[str] = []
-        had_images = False
+        moved: list[str] = []  # what went to the next user message: "image", "file"
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
             for k, part in enumerate(content):
                 where = f"{at}.content.{k}"
-                kind = _block_type(part, where)
+                kind = block_type(part, where)
                 if kind == "text":
-                    texts.append(_string(part.get("text"), f"{where}.text"))
+                    texts.append(string(part.get("text"), f"{where}.text"))
                 elif kind == "image":
-                    images.append(_image(part.get("source"), f"{where}.source"))
-                    had_images = True
+                    images.append(image_part(part.get("source"), f"{where}.source"))
+                    moved.append("image")
+                elif kind == "document":
+                    # A plain-text document's text stays in the tool message; a PDF, like an
+                    # image, follows in a user message (a tool message carries text only).
+                    for doc in self._document(part, where, counted=False):
+                        if doc["type"] == "text":
+                            texts.append(doc["text"])
+                        else:
+                            images.append(doc)
+                            moved.append("file" if doc["type"] == "file" else "image")
                 else:
                     raise UntranslatableRequest(f"{where}.type", _refusal(kind, "a tool result"))
         elif content is not None:
             raise UntranslatableRequest(f"{at}.content", "must be a string or an array")
         text = "\n".join(texts)
-        if not text and had_images:
-            # A tool message cannot carry images: say where the result went.
-            text = "(the result is the image in the next user message)"
+        if not text and moved:
+            # A tool message cannot carry images or files: say where the result went.
+            what = "image" if set(moved) == {"image"} else "file"
+            text = f"(the result is the {what} in the next user message)"
         if block.get("is_error") is True:
             # Chat has no error flag on tool messages; the model still needs to know.
             text = "Error: " + text
         return {"role": "tool", "tool_call_id": call_id, "content": self._text(text)}
+
+    def _document(self, block: dict[str, Any], at: str, *, counted: bool) -> list[dict[str, Any]]:
+        """A document block's parts (request_parts.document_parts); `counted`: their text is
+        counted as sent here (a tool result counts its whole text once, itself)."""
+        self.documents += 1
+        parts = document_parts(block, at, self.documents)
+        if counted:
+            for part in parts:
+                if part["type"] == "text":
+                    part["text"] = self._text(part["text"])
+        return parts
 
     def _assistant(self, content: list[Any], param: str) -> dict[str, Any] | None:
         texts: list[str] = []
         calls: list[dict[str, Any]] = []
         for j, block in enumerate(content):
             at = f"{param}.{j}"
-            kind = _block_type(block, at)
+            kind = block_type(block, at)
             if kind == "text":
-                texts.append(self._text(_string(block.get("text"), f"{at}.text")))
+                texts.append(self._text(string(block.get("text"), f"{at}.text")))
             elif kind == "tool_use":
-                name = self.name(_string(block.get("name"), f"{at}.name"))
+                name = self.name(string(block.get("name"), f"{at}.name"))
                 tool_input = block.get("input")
                 if not isinstance(tool_input, dict):
                     raise UntranslatableRequest(f"{at}.input", "must be an object")
@@ -518,7 +534,7 @@ class _Builder:
                 self.text_bytes += len(arguments)
                 calls.append(
                     {
-                        "id": _string(block.get("id"), f"{at}.id"),
+                        "id": string(block.get("id"), f"{at}.id"),
                         "type": "function",
                         "function": {"name": name, "arguments": arguments},
                     }
@@ -536,37 +552,5 @@ class _Builder:
         return message
 
 
-def _block_type(block: object, at: str) -> str:
-    if not isinstance(block, dict):
-        raise UntranslatableRequest(at, "must be a content block (an object)")
-    kind = block.get("type")
-    if not isinstance(kind, str):
-        raise UntranslatableRequest(f"{at}.type", "must be a string")
-    return kind
-
-
 def _refusal(kind: str, where: str) -> str:
-    if kind == "document":
-        return "document blocks (PDFs, text files) cannot be sent to this model"
     return f"{short(kind)} blocks in {where} cannot be sent to this model"
-
-
-def _string(value: object, param: str) -> str:
-    if not isinstance(value, str):
-        raise UntranslatableRequest(param, "must be a string")
-    return value
-
-
-def _image(source: object, param: str) -> dict[str, Any]:
-    if not isinstance(source, dict):
-        raise UntranslatableRequest(param, "must be an object")
-    kind = source.get("type")
-    if kind == "base64":
-        media = _string(source.get("media_type"), f"{param}.media_type")
-        data = _string(source.get("data"), f"{param}.data")
-        url = f"data:{media};base64,{data}"
-    elif kind == "url":
-        url = _string(source.get("url"), f"{param}.url")
-    else:
-        raise UntranslatableRequest(f"{param}.type", f"{short(kind)} image sources cannot be sent")
-    return {"type": "image_url", "image_url": {"url": url}}

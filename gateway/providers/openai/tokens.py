@@ -31,6 +31,14 @@ Images, for every model: OpenAI's rule for detail "high"/"auto" (OpenAI vision g
 170 tokens per 512-pixel tile plus 85 (1024x1024 -> 765, 2048x4096 -> 1105). The size is read
 from a base64 image's header; an image given by URL (size unknown without fetching it) counts
 as 1024x1024, 765.
+
+PDFs (`file` parts): OpenAI puts "both the extracted text and an image of each page" into the
+context (file-inputs guide, https://developers.openai.com/api/docs/guides/file-inputs) and
+publishes no per-page figure. Each page counts as the image rule on a US-letter page at 72 dpi
+(612x792 -> 765) plus the catalog's per-page text allowance (catalog/media.py,
+PDF_PAGE_TEXT_TOKENS, the top of Anthropic's "1,500-3,000 tokens per page"): a high count,
+the safe side for compaction. A file whose pages cannot be counted, or given by id, counts as
+one page.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ from typing import Any
 
 import orjson
 
-from gateway.protocols.media import HEAD_BYTES, image_size
+from catalog.media import PDF_PAGE_TEXT_TOKENS
+from gateway.protocols.media import HEAD_BYTES, count_pdf_pages, image_size
 
 from .request import ChatTarget, to_chat
 
@@ -102,6 +111,22 @@ def _image_size(url: str) -> tuple[int, int] | None:
         return None
 
 
+LETTER_PAGE = (612, 792)  # US letter at 72 dpi, the size a PDF page is counted at
+
+
+def pdf_tokens(file_data: object) -> int:
+    """Tokens of a `file` part's PDF (module docstring): per page, a letter page's image tokens
+    plus the per-page text allowance."""
+    pages = 1
+    if isinstance(file_data, str):
+        _, _, data = file_data.partition(",")
+        try:
+            pages = count_pdf_pages(base64.b64decode(data)) or 1
+        except (binascii.Error, ValueError):
+            pages = 1
+    return pages * (image_tokens(LETTER_PAGE) + PDF_PAGE_TEXT_TOKENS)
+
+
 class _Counter:
     __slots__ = ("_encode",)
 
@@ -140,6 +165,8 @@ class _Counter:
                 total += self.text(part["text"])
             elif part["type"] == "image_url":
                 total += image_tokens(_image_size(part["image_url"]["url"]))
+            elif part["type"] == "file":
+                total += pdf_tokens(part["file"].get("file_data"))
         return total
 
     def tools(self, tools: list[dict[str, Any]]) -> int:
