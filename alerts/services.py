@@ -72,6 +72,7 @@ def rotate_secret(*, org: Organization) -> AlertSettings:
 
 
 def _enqueue_evaluation(org_id: int) -> None:
+    # Lazy: the tasks call these services (tests/foundation/test_import_cycles.py, ALLOWED).
     from alerts.tasks import evaluate_org_alerts
 
     evaluate_org_alerts.delay(org_id)
@@ -170,6 +171,7 @@ def _apply(org: Organization, row: AlertSettings, cond: Condition) -> AlertEvent
 
 
 def _enqueue_deliveries(event: AlertEvent) -> None:
+    # Lazy: the tasks call these services (tests/foundation/test_import_cycles.py, ALLOWED).
     from alerts.tasks import deliver_email, deliver_webhook
 
     if event.email_status == AlertEvent.Delivery.PENDING:
