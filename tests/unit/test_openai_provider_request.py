@@ -14,12 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from catalog.media import PDF_PAGE_TEXT_TOKENS
 from gateway.providers.openai.request import (
     ChatTarget,
     UntranslatableRequest,
     chat_tool_name,
     to_chat,
 )
+from tests import media_samples
+from tests.media_samples import b64
 
 GPT = ChatTarget(efforts=("none", "low", "medium", "high", "xhigh"), default_effort="medium")
 O_SERIES = ChatTarget(efforts=("low", "medium", "high"))
@@ -690,6 +693,36 @@ def test_input_estimate_is_a_quarter_of_the_text_bytes() -> None:
         ).input_estimate
         == 25
     )
+
+
+def test_input_estimate_adds_the_images_and_pdfs_tokens() -> None:
+    """A stream cut before its usage is billed at this estimate: its media must count (a
+    3-page PDF is ~11k tokens that the text alone would leave out)."""
+    pages = media_samples.pdf(3)
+    pdf_source = {"type": "base64", "media_type": "application/pdf", "data": b64(pages)}
+    png = {"type": "base64", "media_type": "image/png", "data": b64(media_samples.png(1024, 1024))}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "a",
+        "content": [{"type": "document", "source": pdf_source}],
+    }
+    blocks = [
+        user_blocks(
+            {"type": "text", "text": "y" * 60},
+            {"type": "image", "source": png},
+            {"type": "document", "source": pdf_source},
+        ),
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}],
+        },
+        user_blocks(result),
+    ]
+    estimate = to_chat(body(messages=blocks), PLAIN).input_estimate
+    # the text, the tool call's arguments and the tool message saying where its file went
+    text = 60 + len("{}") + len("(the result is the file in the next user message)")
+    media = 765 + 2 * 3 * (765 + PDF_PAGE_TEXT_TOKENS)  # the image, then the PDF twice
+    assert estimate == -(-text // 4) + media
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [

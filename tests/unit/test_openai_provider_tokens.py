@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from catalog.media import PDF_PAGE_TEXT_TOKENS
+from gateway.providers.openai.media_tokens import UNKNOWN_IMAGE_TOKENS, image_tokens
 from gateway.providers.openai.request import UntranslatableRequest
 from gateway.providers.openai.tokens import (
-    UNKNOWN_IMAGE_TOKENS,
     _Counter,
     _encoding,
     count_input_tokens,
     encoding_name,
-    image_tokens,
 )
 from tests.media_samples import b64, pdf
 

@@ -41,6 +41,7 @@ import orjson
 from gateway.protocols.model_rules import EFFORT_SCALE, nearest_effort
 from gateway.protocols.openai.inbound_messages import short
 
+from .media_tokens import part_tokens
 from .request_parts import UntranslatableRequest, block_type, document_parts, image_part, string
 from .strict import strict_parameters
 
@@ -106,7 +107,9 @@ class ChatRequest:
     body: dict[str, Any]  # the Chat Completions request body
     tool_names: dict[str, str]  # chat function name -> Anthropic tool name (where they differ)
     thinking: bool  # the client asked for thinking (thinking.type enabled/adaptive)
-    input_estimate: int  # bytes/4 of the text sent, for a stream cut before its usage
+    # bytes/4 of the text sent plus its images' and PDFs' tokens (media_tokens.py), for a
+    # stream cut before its usage
+    input_estimate: int
 
 
 def chat_tool_name(name: str) -> str:
@@ -171,7 +174,7 @@ def to_chat(body: dict[str, Any], target: ChatTarget) -> ChatRequest:
         body=out,
         tool_names=builder.tool_names,
         thinking=thinking,
-        input_estimate=-(-builder.text_bytes // 4),
+        input_estimate=-(-builder.text_bytes // 4) + builder.media_tokens,
     )
 
 
@@ -324,13 +327,14 @@ def _metadata(metadata: object, out: dict[str, Any]) -> None:
 class _Builder:
     """Walks tools and messages once, collecting tool names and the size of the text sent."""
 
-    __slots__ = ("_names", "documents", "text_bytes", "tool_names")
+    __slots__ = ("_names", "documents", "media_tokens", "text_bytes", "tool_names")
 
     def __init__(self) -> None:
         self.tool_names: dict[str, str] = {}
         self._names: dict[str, str] = {}  # chat name -> original, for every name seen
         self.text_bytes = 0
         self.documents = 0  # document blocks seen, for their default filenames
+        self.media_tokens = 0  # of the images and PDFs sent (media_tokens.py)
 
     def name(self, original: str) -> str:
         chat = chat_tool_name(original)
@@ -344,6 +348,10 @@ class _Builder:
         if chat != original:
             self.tool_names[chat] = original
         return chat
+
+    def _media(self, part: dict[str, Any]) -> dict[str, Any]:
+        self.media_tokens += part_tokens(part)
+        return part
 
     def _text(self, text: str) -> str:
         self.text_bytes += len(text.encode())
@@ -449,7 +457,7 @@ class _Builder:
             if kind == "text":
                 parts.append({"type": "text", "text": self._text(string(block.get("text"), at))})
             elif kind == "image":
-                parts.append(image_part(block.get("source"), f"{at}.source"))
+                parts.append(self._media(image_part(block.get("source"), f"{at}.source")))
             elif kind == "document":
                 parts.extend(self._document(block, at, counted=True))
             elif kind == "tool_result":
@@ -481,7 +489,7 @@ class _Builder:
                 if kind == "text":
                     texts.append(string(part.get("text"), f"{where}.text"))
                 elif kind == "image":
-                    images.append(image_part(part.get("source"), f"{where}.source"))
+                    images.append(self._media(image_part(part.get("source"), f"{where}.source")))
                     moved.append("image")
                 elif kind == "document":
                     # A plain-text document's text stays in the tool message; a PDF, like an
@@ -511,10 +519,11 @@ class _Builder:
         counted as sent here (a tool result counts its whole text once, itself)."""
         self.documents += 1
         parts = document_parts(block, at, self.documents)
-        if counted:
-            for part in parts:
-                if part["type"] == "text":
-                    part["text"] = self._text(part["text"])
+        for part in parts:
+            if part["type"] != "text":
+                self._media(part)
+            elif counted:
+                part["text"] = self._text(part["text"])
         return parts
 
     def _assistant(self, content: list[Any], param: str) -> dict[str, Any] | None:

@@ -26,25 +26,12 @@ ceil(UTF-8 bytes / 3.5) of the same strings plus the same per-message overhead. 
 token is on the low side of what BPE tokenizers give for English and code (about 4), so the
 count errs high, which is the safe side for compaction.
 
-Images, for every model: OpenAI's rule for detail "high"/"auto" (OpenAI vision guide,
-"Calculating costs"): fit into 2048x2048, then shrink so the short side is at most 768, then
-170 tokens per 512-pixel tile plus 85 (1024x1024 -> 765, 2048x4096 -> 1105). The size is read
-from a base64 image's header; an image given by URL (size unknown without fetching it) counts
-as 1024x1024, 765.
-
-PDFs (`file` parts): OpenAI puts "both the extracted text and an image of each page" into the
-context (file-inputs guide, https://developers.openai.com/api/docs/guides/file-inputs) and
-publishes no per-page figure. Each page counts as the image rule on a US-letter page at 72 dpi
-(612x792 -> 765) plus the catalog's per-page text allowance (catalog/media.py,
-PDF_PAGE_TEXT_TOKENS, the top of Anthropic's "1,500-3,000 tokens per page"): a high count,
-the safe side for compaction. A file whose pages cannot be counted, or given by id, counts as
-one page.
+Images and PDFs, for every model: media_tokens.py (OpenAI's image rule; a PDF page as a letter
+page's image plus a per-page text allowance).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 import re
 from functools import cache
@@ -52,12 +39,10 @@ from typing import Any
 
 import orjson
 
-from catalog.media import PDF_PAGE_TEXT_TOKENS
-from gateway.protocols.media import HEAD_BYTES, count_pdf_pages, image_size
-
+from .media_tokens import image_size, image_tokens, pdf_tokens
 from .request import ChatTarget, to_chat
 
-__all__ = ["count_input_tokens", "encoding_name", "image_tokens"]
+__all__ = ["count_input_tokens", "encoding_name"]
 
 BYTES_PER_TOKEN = 3.5
 TOKENS_PER_MESSAGE = 3
@@ -66,7 +51,6 @@ REPLY_PRIMING = 3
 TOKENS_PER_TOOL_CALL = 3
 # num_tokens_for_tools, gpt-4o values (the cookbook)
 FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3, 12
-UNKNOWN_IMAGE_TOKENS = 765
 
 _GPT = re.compile(r"(gpt-|o1|o3|o4|chatgpt-)")
 _CL100K = re.compile(r"(gpt-4(-turbo|-32k|-\d{4})?(-|$)(?!o)|gpt-3\.5)")
@@ -86,45 +70,6 @@ def _encoding(name: str) -> Any:
     import bpe_openai
 
     return bpe_openai.get_encoding(name)
-
-
-def image_tokens(size: tuple[int, int] | None) -> int:
-    if size is None:
-        return UNKNOWN_IMAGE_TOKENS
-    width, height = size
-    scale = min(1.0, 2048 / max(width, height))
-    width, height = width * scale, height * scale
-    scale = min(1.0, 768 / min(width, height))
-    width, height = width * scale, height * scale
-    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
-
-
-def _image_size(url: str) -> tuple[int, int] | None:
-    if not url.startswith("data:"):
-        return None
-    _, _, data = url.partition(",")
-    # Only the header is needed: decode the first HEAD_BYTES (a whole number of base64 quads).
-    head = data[: (HEAD_BYTES // 3) * 4]
-    try:
-        return image_size(base64.b64decode(head[: len(head) - len(head) % 4]))
-    except (binascii.Error, ValueError):
-        return None
-
-
-LETTER_PAGE = (612, 792)  # US letter at 72 dpi, the size a PDF page is counted at
-
-
-def pdf_tokens(file_data: object) -> int:
-    """Tokens of a `file` part's PDF (module docstring): per page, a letter page's image tokens
-    plus the per-page text allowance."""
-    pages = 1
-    if isinstance(file_data, str):
-        _, _, data = file_data.partition(",")
-        try:
-            pages = count_pdf_pages(base64.b64decode(data)) or 1
-        except (binascii.Error, ValueError):
-            pages = 1
-    return pages * (image_tokens(LETTER_PAGE) + PDF_PAGE_TEXT_TOKENS)
 
 
 class _Counter:
@@ -164,7 +109,7 @@ class _Counter:
             if part["type"] == "text":
                 total += self.text(part["text"])
             elif part["type"] == "image_url":
-                total += image_tokens(_image_size(part["image_url"]["url"]))
+                total += image_tokens(image_size(part["image_url"]["url"]))
             elif part["type"] == "file":
                 total += pdf_tokens(part["file"].get("file_data"))
         return total
