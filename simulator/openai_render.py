@@ -19,6 +19,7 @@ import orjson
 
 from simulator.openai_files import file_part_tokens
 from simulator.openai_models import OpenAIModel
+from simulator.openai_signatures import extra_content
 from simulator.replies import Reply
 from simulator.sse import chunk_json, chunk_text
 from simulator.tokens import Segment, measure
@@ -254,6 +255,8 @@ def message(reply: Reply, model: OpenAIModel, reasoning_field: str) -> dict[str,
         "annotations": [],
     }
     if calls:
+        if model.thought_signatures:  # on the first call only, as Gemini 3 does
+            calls[0]["extra_content"] = extra_content(calls[0]["id"])
         out["tool_calls"] = calls
     thoughts = [str(b.get("thinking", "")) for b in reply.content if b.get("type") == "thinking"]
     if model.visible_reasoning and thoughts:
@@ -324,14 +327,10 @@ def chunks(done: Mapping[str, Any], *, include_usage: bool, reasoning_field: str
         for k, call in enumerate(msg.get("tool_calls") or ()):
             first, *rest = chunk_json(call["function"]["arguments"])
             function = {"name": call["function"]["name"], "arguments": first}
-            emit(
-                index,
-                {
-                    "tool_calls": [
-                        {"index": k, "id": call["id"], "type": "function", "function": function}
-                    ]
-                },
-            )
+            opening = {"index": k, "id": call["id"], "type": "function", "function": function}
+            if "extra_content" in call:
+                opening["extra_content"] = call["extra_content"]
+            emit(index, {"tool_calls": [opening]})
             for piece in rest:
                 emit(index, {"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
         emit(index, {}, choice["finish_reason"])

@@ -23,6 +23,7 @@ from typing import Any
 from simulator.openai_errors import OpenAIError
 from simulator.openai_files import check_file_part
 from simulator.openai_models import MODELS, OpenAIModel
+from simulator.openai_signatures import check_signatures
 from simulator.openai_strict import strict_schema_error
 from simulator.openai_wording import bad_value, check_keys, invalid_type, missing, unknown
 
@@ -89,6 +90,8 @@ _PART_KEYS = {
     "file": {"type", "file"},
     "refusal": {"type", "refusal"},
 }
+# A replayed tool call's keys; Gemini's endpoint also takes its thought signature back.
+_CALL_KEYS = {False: {"id", "type", "function"}, True: {"id", "type", "function", "extra_content"}}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME_MAX = 64
 
@@ -184,13 +187,13 @@ def _check_messages(
             return _unanswered(n - 1, pending)
         if role == "assistant":
             calls = message.get("tool_calls")
-            error = _check_tool_calls(where, calls)
+            error = _check_tool_calls(where, calls, model)
             if error:
                 return error
             pending = {c["id"] for c in calls or ()}
     if pending:
         return _unanswered(len(messages) - 1, pending)
-    return None
+    return check_signatures(messages) if model.thought_signatures else None
 
 
 def _unanswered(n: int, pending: set[str]) -> OpenAIError:
@@ -245,7 +248,7 @@ def _check_content(where: str, role: str, message: Mapping[str, Any]) -> OpenAIE
     return None
 
 
-def _check_tool_calls(where: str, calls: Any) -> OpenAIError | None:
+def _check_tool_calls(where: str, calls: Any, model: OpenAIModel) -> OpenAIError | None:
     if calls is None:
         return None
     if not isinstance(calls, list):
@@ -254,7 +257,7 @@ def _check_tool_calls(where: str, calls: Any) -> OpenAIError | None:
         at = f"{where}.tool_calls[{k}]"
         if not isinstance(call, Mapping):
             return invalid_type(at, "an object", call)
-        error = check_keys(call, {"id", "type", "function"}, at)
+        error = check_keys(call, _CALL_KEYS[model.thought_signatures], at)
         if error:
             return error
         for key in ("id", "type", "function"):

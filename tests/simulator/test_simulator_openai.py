@@ -94,7 +94,7 @@ def test_settings_are_checked(sim: SimulatorThread) -> None:
 # --- models -------------------------------------------------------------------------------------
 def test_models_list_and_unknown_model(sim: SimulatorThread, oai: openai.OpenAI) -> None:
     listed = {m.id: m for m in oai.models.list()}
-    assert set(listed) == {"gpt-sim", "gpt-sim-mini", "qwen-sim"}
+    assert set(listed) == {"gpt-sim", "gpt-sim-mini", "qwen-sim", "gemini-3-sim"}
     assert listed["gpt-sim"].object == "model"
     assert listed["gpt-sim"].owned_by == "openai"
     assert oai.models.retrieve("qwen-sim").id == "qwen-sim"
@@ -103,7 +103,12 @@ def test_models_list_and_unknown_model(sim: SimulatorThread, oai: openai.OpenAI)
     assert info.value.code == "model_not_found"
     assert "The model `gpt-9` does not exist" in info.value.message
     raw = httpx.get(f"{sim.url}/openai/v1/models", headers={"api-key": API_KEY})
-    assert [m["id"] for m in raw.json()["data"]] == ["gpt-sim", "gpt-sim-mini", "qwen-sim"]
+    assert [m["id"] for m in raw.json()["data"]] == [
+        "gpt-sim",
+        "gpt-sim-mini",
+        "qwen-sim",
+        "gemini-3-sim",
+    ]
 
 
 # --- replies ------------------------------------------------------------------------------------

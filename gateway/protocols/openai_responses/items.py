@@ -27,6 +27,10 @@ _USER_PARTS = ("input_text", "input_image", "input_file")
 _ASSISTANT_PARTS = ("output_text", "refusal", "input_text")
 _THINKING = ("thinking", "redacted_thinking")
 MAX_CALL_ID = 64  # OpenAI's limit on call_id (O-SPEC FunctionCallOutputItemParam)
+# A call_id EZAT gave out with a provider's thought signature in it (the mark and the format are
+# gateway/providers/openai/signatures.py's): as long as the signature needs, within reason.
+SIGNED_CALL_ID_MARK = "__sig_"
+MAX_SIGNED_CALL_ID = 16_384
 
 
 class _Turn:
@@ -174,7 +178,10 @@ class ItemConverter:
 
     def _call_id(self, item: dict[str, Any], param: str) -> str:
         call_id = item.get("call_id")
-        if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_CALL_ID:
+        limit = MAX_CALL_ID
+        if isinstance(call_id, str) and SIGNED_CALL_ID_MARK in call_id:
+            limit = MAX_SIGNED_CALL_ID
+        if not isinstance(call_id, str) or not 1 <= len(call_id) <= limit:
             raise InvalidRequest(
                 f"{param}.call_id: must be a string of 1 to {MAX_CALL_ID} characters",
                 f"{param}.call_id",

@@ -27,6 +27,7 @@ from .mapping import (
     stop_reason,
     tool_input,
 )
+from .signatures import signature_of, tool_use_id
 
 __all__ = ["INVALID_ARGUMENTS", "UnreadableReply", "to_message"]
 
@@ -119,7 +120,7 @@ def _tool_use(
         call_id = f"toolu_{message_id[4:]}_{position}"  # as stream.py derives a missing id
     return {
         "type": "tool_use",
-        "id": call_id,
+        "id": tool_use_id(call_id, signature_of(call)),  # with Gemini's signature: signatures.py
         "name": tool_names.get(name, name),
         "input": tool_input(function.get("arguments")),
     }

@@ -23,6 +23,9 @@ docs/providers.md (section 7) has the table. Rules and their sources:
 - `metadata.user_id` -> `safety_identifier`, the field that replaces `user` (openai-python
   `completion_create_params.py`: "This field is being replaced by `safety_identifier` and
   `prompt_cache_key`"; at most 128 characters, so a longer id is sent as its SHA-256).
+- a `tool_use` id carrying Gemini's thought signature goes out as the provider's call id with
+  the signature as `extra_content`; on Gemini 3 and later a turn's first call without one gets
+  the documented placeholder (signatures.py).
 - thinking budget -> reasoning effort buckets: below 4096 tokens "low", below 16384 "medium",
   else "high", then the nearest level the model takes (gateway.protocols.model_rules). LiteLLM
   and claude-code-router use similar ladders (§5.1); these bounds put Claude Code's defaults
@@ -43,6 +46,7 @@ from gateway.protocols.openai.inbound_messages import short
 
 from .media_tokens import part_tokens
 from .request_parts import UntranslatableRequest, block_type, document_parts, image_part, string
+from .signatures import outgoing_call, split_tool_use_id, wants_placeholder
 from .strict import strict_parameters
 
 __all__ = [
@@ -138,7 +142,7 @@ def to_chat(body: dict[str, Any], target: ChatTarget) -> ChatRequest:
             raise UntranslatableRequest(key, f"not supported on this model: {_REFUSED[key]}")
         if key not in _KNOWN and key not in _DROPPED:
             raise UntranslatableRequest(key, "unknown field; this model cannot take it")
-    builder = _Builder()
+    builder = _Builder(placeholder=wants_placeholder(body["model"]))
     out: dict[str, Any] = {"model": body["model"]}
     messages: list[dict[str, Any]] = []
     system = body.get("system")
@@ -327,14 +331,16 @@ def _metadata(metadata: object, out: dict[str, Any]) -> None:
 class _Builder:
     """Walks tools and messages once, collecting tool names and the size of the text sent."""
 
-    __slots__ = ("_names", "documents", "media_tokens", "text_bytes", "tool_names")
+    __slots__ = ("_names", "documents", "media_tokens", "placeholder", "text_bytes", "tool_names")
 
-    def __init__(self) -> None:
+    def __init__(self, placeholder: bool = False) -> None:
         self.tool_names: dict[str, str] = {}
         self._names: dict[str, str] = {}  # chat name -> original, for every name seen
         self.text_bytes = 0
         self.documents = 0  # document blocks seen, for their default filenames
         self.media_tokens = 0  # of the images and PDFs sent (media_tokens.py)
+        # Gemini 3+: a turn's first call without a signature gets the placeholder (signatures.py)
+        self.placeholder = placeholder
 
     def name(self, original: str) -> str:
         chat = chat_tool_name(original)
@@ -476,7 +482,7 @@ class _Builder:
     def _tool_result(
         self, block: dict[str, Any], at: str, images: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        call_id = string(block.get("tool_use_id"), f"{at}.tool_use_id")
+        call_id, _ = split_tool_use_id(string(block.get("tool_use_id"), f"{at}.tool_use_id"))
         content = block.get("content")
         texts: list[str] = []
         moved: list[str] = []  # what went to the next user message: "image", "file"
@@ -541,13 +547,18 @@ class _Builder:
                     raise UntranslatableRequest(f"{at}.input", "must be an object")
                 arguments = orjson.dumps(tool_input).decode()
                 self.text_bytes += len(arguments)
-                calls.append(
-                    {
-                        "id": string(block.get("id"), f"{at}.id"),
-                        "type": "function",
-                        "function": {"name": name, "arguments": arguments},
-                    }
+                # The id may carry Gemini's thought signature (signatures.py).
+                call_id, extra = outgoing_call(
+                    string(block.get("id"), f"{at}.id"), not calls, self.placeholder
                 )
+                call: dict[str, Any] = {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+                if extra:
+                    call["extra_content"] = extra
+                calls.append(call)
             elif kind in _THINKING_BLOCKS:
                 continue  # accepted, never forwarded (module docstring)
             else:

@@ -50,6 +50,7 @@ from .mapping import (
     signature,
     stop_reason,
 )
+from .signatures import signature_of, tool_use_id
 
 __all__ = ["GATEWAY_SIGNATURE_PREFIX", "ChatStreamDecoder", "ChatStreamError"]
 
@@ -288,13 +289,20 @@ class ChatStreamDecoder:
         pending = self._pending
         if pending is not None and pending["index"] == index:
             pending["id"] = pending["id"] or call.get("id")
+            pending["sig"] = pending["sig"] or signature_of(call)
             pending["args"].append(arguments)
             if isinstance(name, str) and name:
                 pending["name"] = name
                 self._flush_pending(events)
             return
         self._flush_pending(events)
-        pending = {"index": index, "id": call.get("id"), "name": name, "args": [arguments]}
+        pending = {
+            "index": index,
+            "id": call.get("id"),
+            "sig": signature_of(call),
+            "name": name,
+            "args": [arguments],
+        }
         self._pending = pending
         if isinstance(name, str) and name:
             self._flush_pending(events)
@@ -327,7 +335,7 @@ class ChatStreamDecoder:
         self._delta = _delta_prefix(self._index, "input_json_delta", "partial_json")
         block = {
             "type": "tool_use",
-            "id": call_id,
+            "id": tool_use_id(call_id, pending["sig"]),  # with Gemini's signature: signatures.py
             "name": self._tool_names.get(name, name),
             "input": {},
         }
