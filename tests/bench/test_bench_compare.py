@@ -245,12 +245,15 @@ def test_workers_cpu_ratio_pairs_two_workers_with_one_in_the_same_round() -> Non
     ]  # fmt: skip
     # C=16: 1.05/1.0, 1.5/1.2, 1.0/0.8 -> 1.05, 1.25, 1.25; C=64: 1.3.
     assert compare.cpu_ratios(rows) == {16: [1.05, 1.25, 1.25], 64: [1.3]}
-    md = "\n".join(compare.render_cpu_ratio(rows))
-    assert "| 16 | 1.0 | 1.05 | 1.05 / 1.25 / 1.25 | 1.25 (1.05–1.25) | ✗ |" in md
-    assert "| 64 | 1.0 | 1.3 | 1.30 | 1.30 | ✗ |" in md
-    assert "Over all 4 pairs: **1.25 (1.05–1.30)**" in md
-    assert "within 1.1 at C=none of 16, 64" in md
-    assert "Load average (1 min) during the cells: 2.00–4.00." in md
+    lines = compare.render_cpu_ratio(rows)
+    # Medians per C: 1.25 and 1.30, both above 1.1; over all pairs 1.25, from 1.05 to 1.30.
+    assert "| 16 | 1.0 | 1.05 | 1.05 / 1.25 / 1.25 | 1.25 (1.05–1.25) | ✗ |" in lines
+    assert "| 64 | 1.0 | 1.3 | 1.30 | 1.30 | ✗ |" in lines
+    summary = lines[-1]
+    assert summary.startswith("Over all 4 pairs: **1.25 (1.05–1.30)**; ")
+    assert "within 1.1 at C=none of 16, 64. Load average (1 min) during the cells: 2.00–4.00." in (
+        summary
+    )
 
 
 def test_workers_table_takes_medians_over_rounds() -> None:
