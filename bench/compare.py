@@ -409,10 +409,12 @@ SCALE_MEDIANS = (
 CPU_RATIO_TARGET = 1.1  # issue 35 item 4: 2 workers' CPU per request at most 1.1x one worker's
 
 
-def cpu_ratios(scale: list[Row]) -> dict[int, list[float]]:
+def cpu_ratios(scale: list[Row], per_worker: bool = False) -> dict[int, list[float]]:
     """Gateway CPU per request with 2 uvicorn workers ÷ with 1, paired within each round at
     each concurrency (same C, same request mix, measured back to back): {conc: [ratio per
-    round]}. CPU is the whole server's process tree (master + workers) ÷ requests served."""
+    round]}. CPU is the whole server's process tree (master + workers) ÷ requests served.
+    With `per_worker`, 2 workers at C are paired with 1 worker at C/2 instead: the same
+    concurrency per worker, which tells a worker's own cost from its smaller batches."""
     cells = {
         (r.get("round", 0), r["conc"], r["workers"]): r["cpu_ms_per_req"]
         for r in scale
@@ -420,8 +422,8 @@ def cpu_ratios(scale: list[Row]) -> dict[int, list[float]]:
     }
     out: dict[int, list[float]] = {}
     for (rnd, conc, workers), cpu in sorted(cells.items()):
-        base = cells.get((rnd, conc, 1))
-        if workers == 2 and cpu and base:
+        base = cells.get((rnd, conc // 2 if per_worker else conc, 1))
+        if workers == 2 and cpu and base and not (per_worker and conc % 2):
             out.setdefault(conc, []).append(round(cpu / base, 3))
     return dict(sorted(out.items()))
 
@@ -471,6 +473,13 @@ def render_cpu_ratio(scale: list[Row]) -> list[str]:
             else ""
         ),
     ]
+    if halves := cpu_ratios(scale, per_worker=True):
+        out.append(
+            "\nAt the same concurrency per worker (2 workers at C against 1 worker at C/2, same "
+            "round): "
+            + "; ".join(f"C={conc} {_spread(vals)}" for conc, vals in halves.items())
+            + " (a worker's own cost, apart from its smaller batches at the same total C)."
+        )
     return out
 
 

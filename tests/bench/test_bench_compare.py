@@ -249,7 +249,7 @@ def test_workers_cpu_ratio_pairs_two_workers_with_one_in_the_same_round() -> Non
     # Medians per C: 1.25 and 1.30, both above 1.1; over all pairs 1.25, from 1.05 to 1.30.
     assert "| 16 | 1.0 | 1.05 | 1.05 / 1.25 / 1.25 | 1.25 (1.05–1.25) | ✗ |" in lines
     assert "| 64 | 1.0 | 1.3 | 1.30 | 1.30 | ✗ |" in lines
-    summary = lines[-1]
+    summary = next(line for line in lines if line.startswith("Over all"))
     assert summary.startswith("Over all 4 pairs: **1.25 (1.05–1.30)**; ")
     assert "within 1.1 at C=none of 16, 64. Load average (1 min) during the cells: 2.00–4.00." in (
         summary
@@ -264,6 +264,17 @@ def test_workers_table_takes_medians_over_rounds() -> None:
     # Medians: 1 worker 1.2 ms, 2 workers 1.2 ms; ratios 1.05, 1.10, 1.00 -> median 1.05: met.
     assert "| 16 | 1.2 | 1.2 | 1.05 / 1.10 / 1.00 | 1.05 (1.00–1.10) | ✓ |" in md
     assert "within 1.1 at C=16 of 16" in md
+
+
+def test_workers_cpu_ratio_at_the_same_concurrency_per_worker() -> None:
+    rows = [_scale_row(rnd, 1, 16, 1.0 + rnd / 10) for rnd in (0, 1)]
+    rows += [_scale_row(0, 2, 32, 1.1), _scale_row(1, 2, 32, 1.32), _scale_row(0, 2, 16, 2.0)]
+    # 2 workers at C=32 against 1 at C=16 of the same round: 1.1 / 1.0, 1.32 / 1.1.
+    assert compare.cpu_ratios(rows, per_worker=True) == {32: [1.1, 1.2]}
+    assert (
+        "2 workers at C against 1 worker at C/2, same round): C=32 1.15 (1.10–1.20) (a worker"
+        in ("\n".join(compare.render_cpu_ratio(rows)))
+    )
 
 
 def test_report_header_states_ram_and_load_average() -> None:
