@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 from typing import TYPE_CHECKING, Any
 
@@ -138,17 +139,27 @@ async def scale(runner: Runner) -> None:
         )
     for (server, workers), (target, _) in gateways.items():
         await _smoke(runner, f"{server} {workers} worker(s)", target)
-    for conc in SCALE_CONC_QUICK if quick else SCALE_CONC:
-        for (server, workers), (target, pid) in gateways.items():
-            procs = process_tree(pid)
-            before = {p: cpu_seconds(p) for p in procs}
-            row = await runner.cell(target, pid, stream=False, conc=conc, prompt=1000)
-            row.update(
-                section="scale", target=f"{server}-{workers}w", server=server, workers=workers,
-                conc=conc, process_shares=_shares(before),
-            )  # fmt: skip
-            runner.rows.append(row)
-            runner.log(f"scale {server} {workers} worker(s) C={conc}: {_short(row)}")
+    order = list(gateways)
+    # Rounds of the whole sweep, each concurrency measured on every gateway back to back and the
+    # order rotating from round to round (1, 2, g; 2, g, 1; ...): a drift in the shared machine's
+    # load lands on both worker counts, and each round pairs 1 and 2 workers at the same C.
+    for rnd in range(1 if quick else args.rounds):
+        shift = rnd % len(order)
+        for conc in SCALE_CONC_QUICK if quick else SCALE_CONC:
+            for server, workers in order[shift:] + order[:shift]:
+                target, pid = gateways[(server, workers)]
+                procs = process_tree(pid)
+                before = {p: cpu_seconds(p) for p in procs}
+                row = await runner.cell(target, pid, stream=False, conc=conc, prompt=1000)
+                row.update(
+                    section="scale", target=f"{server}-{workers}w", server=server,
+                    workers=workers, conc=conc, round=rnd, processes=len(procs),
+                    process_shares=_shares(before), loadavg_1m=round(os.getloadavg()[0], 2),
+                )  # fmt: skip
+                runner.rows.append(row)
+                runner.log(
+                    f"scale round {rnd + 1} {server} {workers} worker(s) C={conc}: {_short(row)}"
+                )
 
 
 def _shares(before: dict[int, float]) -> list[float]:
@@ -311,9 +322,9 @@ def render_scale(rows: list[Row]) -> list[str]:
     scale = [r for r in rows if r["section"] == "scale"]
     if not scale:
         return []
-    one = {r["conc"]: r for r in scale if r["workers"] == 1 and r.get("server") == "uvicorn"}
-    two = {r["conc"]: r for r in scale if r["workers"] == 2 and r.get("server") == "uvicorn"}
-    gran = {r["conc"]: r for r in scale if r["workers"] == 2 and r.get("server") == "granian"}
+    one = _per_conc(scale, "uvicorn", 1)
+    two = _per_conc(scale, "uvicorn", 2)
+    gran = _per_conc(scale, "granian", 2)
     # The p99 bound: what one worker reaches at its highest throughput (its saturation point).
     best1 = max(one.values(), key=lambda r: r["rps"])
     bound = best1["p99_ms"]
@@ -323,7 +334,8 @@ def render_scale(rows: list[Row]) -> list[str]:
         "### Workers: 1 against 2 (same run, interleaved, nothing pinned)",
         "",
         "`/openai/v1/chat/completions` JSON, 1k-token prompt, closed loop; both gateways on the "
-        "same database and Redis, measured alternately at each concurrency. *harness + upstream* "
+        "same database and Redis, measured alternately at each concurrency (with several rounds: "
+        "medians over rounds, the order rotating from round to round). *harness + upstream* "
         "is the CPU the load generator and the fake upstream took per request: on a 2-core "
         "machine they share the cores with the second worker.",
         "",
@@ -359,6 +371,7 @@ def render_scale(rows: list[Row]) -> list[str]:
     else:
         out.append(f"No 2-worker cell stayed within one worker's p99 bound ({bound} ms).")
     out += _cpu_scaling(one, two)
+    out += render_cpu_ratio(scale)
     out += _ceilings(rows, best1)
     if gran:
         cpu_u = _median(list(two.values()), "cpu_ms_per_req")
@@ -368,6 +381,106 @@ def render_scale(rows: list[Row]) -> list[str]:
             f"granian {cpu_g} ms (granian ÷ uvicorn {_ratio(cpu_g, cpu_u)})."
         )
     return [*out, ""]
+
+
+def _per_conc(scale: list[Row], server: str, workers: int) -> dict[int, Row]:
+    """One row per concurrency for a gateway: its first round's, with the figures the tables
+    print replaced by their medians over rounds."""
+    out: dict[int, Row] = {}
+    mine = [r for r in scale if r.get("server") == server and r["workers"] == workers]
+    for conc in sorted({r["conc"] for r in mine}):
+        cells = [r for r in mine if r["conc"] == conc]
+        row = dict(cells[0])
+        for key in SCALE_MEDIANS:
+            if any(r.get(key) is not None for r in cells):
+                row[key] = _median(cells, key)
+        out[conc] = row
+    return out
+
+
+SCALE_MEDIANS = (
+    "rps",
+    "p99_ms",
+    "cpu_ms_per_req",
+    "harness_cpu_ms_per_req",
+    "upstream_cpu_ms_per_req",
+    "services_cpu_ms_per_req",
+)
+CPU_RATIO_TARGET = 1.1  # issue 35 item 4: 2 workers' CPU per request at most 1.1x one worker's
+
+
+def cpu_ratios(scale: list[Row], per_worker: bool = False) -> dict[int, list[float]]:
+    """Gateway CPU per request with 2 uvicorn workers ÷ with 1, paired within each round at
+    each concurrency (same C, same request mix, measured back to back): {conc: [ratio per
+    round]}. CPU is the whole server's process tree (master + workers) ÷ requests served.
+    With `per_worker`, 2 workers at C are paired with 1 worker at C/2 instead: the same
+    concurrency per worker, which tells a worker's own cost from its smaller batches."""
+    cells = {
+        (r.get("round", 0), r["conc"], r["workers"]): r["cpu_ms_per_req"]
+        for r in scale
+        if r.get("server", "uvicorn") == "uvicorn"
+    }
+    out: dict[int, list[float]] = {}
+    for (rnd, conc, workers), cpu in sorted(cells.items()):
+        base = cells.get((rnd, conc // 2 if per_worker else conc, 1))
+        if workers == 2 and cpu and base and not (per_worker and conc % 2):
+            out.setdefault(conc, []).append(round(cpu / base, 3))
+    return dict(sorted(out.items()))
+
+
+def _spread(vals: list[float]) -> str:
+    lo, hi = min(vals), max(vals)
+    return f"{statistics.median(vals):.2f}" + (f" ({lo:.2f}–{hi:.2f})" if len(vals) > 1 else "")
+
+
+def render_cpu_ratio(scale: list[Row]) -> list[str]:
+    """Issue 35 item 4: CPU per request of 2 workers against 1 at the same offered load."""
+    ratios = cpu_ratios(scale)
+    if not ratios:
+        return []
+    one = _per_conc(scale, "uvicorn", 1)
+    two = _per_conc(scale, "uvicorn", 2)
+    out = [
+        "",
+        f"#### CPU per request, 2 workers ÷ 1 (issue 35 item 4: ≤ {CPU_RATIO_TARGET})",
+        "",
+        "Gateway CPU-seconds (master + workers) ÷ requests served, 2 uvicorn workers against 1 at "
+        "the same concurrency and request mix, paired within each round; the spread is over "
+        "rounds (min–max).",
+        "",
+        "| C | 1 worker CPU ms/req | 2 workers CPU ms/req | 2 ÷ 1 per round | median (min–max) "
+        f"| ≤ {CPU_RATIO_TARGET} |",
+        "|---|---|---|---|---|---|",
+    ]
+    for conc, vals in ratios.items():
+        med = statistics.median(vals)
+        out.append(
+            f"| {conc} | {one[conc]['cpu_ms_per_req']} | {two[conc]['cpu_ms_per_req']} | "
+            f"{' / '.join(f'{v:.2f}' for v in vals)} | {_spread(vals)} | "
+            f"{'✓' if med <= CPU_RATIO_TARGET else '✗'} |"
+        )
+    every = [v for vals in ratios.values() for v in vals]
+    met = [c for c, v in ratios.items() if statistics.median(v) <= CPU_RATIO_TARGET]
+    loads = [r["loadavg_1m"] for r in scale if r.get("loadavg_1m") is not None]
+    out += [
+        "",
+        f"Over all {len(every)} pairs: **{_spread(every)}**; the median per concurrency is within "
+        f"{CPU_RATIO_TARGET} at C={', '.join(map(str, met)) or 'none'} of "
+        f"{', '.join(map(str, ratios))}."
+        + (
+            f" Load average (1 min) during the cells: {min(loads):.2f}–{max(loads):.2f}."
+            if loads
+            else ""
+        ),
+    ]
+    if halves := cpu_ratios(scale, per_worker=True):
+        out.append(
+            "\nAt the same concurrency per worker (2 workers at C against 1 worker at C/2, same "
+            "round): "
+            + "; ".join(f"C={conc} {_spread(vals)}" for conc, vals in halves.items())
+            + " (a worker's own cost, apart from its smaller batches at the same total C)."
+        )
+    return out
 
 
 def _split(row: Row) -> str:

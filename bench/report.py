@@ -242,6 +242,16 @@ def _yard_section(y: Row) -> list[str]:
     ]
 
 
+def _load(meta: dict[str, Any]) -> str:
+    """The load average (1 / 5 / 15 min) at the run's start and end, when recorded."""
+    parts = [
+        f"{when} {' / '.join(f'{v:.2f}' for v in meta[key])}"
+        for when, key in (("start", "loadavg_start"), ("end", "loadavg_end"))
+        if meta.get(key)
+    ]
+    return f" · load average {', '.join(parts)}" if parts else ""
+
+
 def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -> str:
     by = {s: [r for r in rows if r["section"] == s] for s in ("matrix", "events", "open")}
     yard = next((r for r in rows if r["section"] == "yardstick"), {})
@@ -251,7 +261,9 @@ def render(meta: dict[str, Any], plan: Any, rows: list[Row], notes: list[str]) -
         f"commit {meta['commit']} · {meta['cpu']} · {meta['cpus']} CPUs · Linux {meta['kernel']} · "
         f"Python {meta['python']} · server {meta['server']} · db {meta['db']} · "
         f"redis {'on' if meta['redis'] else 'off'} · pinned {'yes' if meta['pinned'] else 'no'}"
-        + (f" · {meta['wall_seconds']} s in all" if meta.get("wall_seconds") else ""),
+        + (f" · {meta['wall_seconds']} s in all" if meta.get("wall_seconds") else "")
+        + (f" · {meta['ram_gib']} GiB RAM" if meta.get("ram_gib") else "")
+        + _load(meta),
         "",
         f"Each cell: warm-up, then at most {plan.requests:,} requests or {plan.seconds} s, closed "
         "loop. Requests: max_tokens 64, one user message of ≈4 chars/token; the upstream streams "

@@ -318,6 +318,7 @@ async def run(args: argparse.Namespace) -> int:
         lap("cache")
     meta["phase_seconds"] = phases
     meta["wall_seconds"] = round(time.monotonic() - started, 1)
+    meta["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     markdown = report.render(meta, plan, runner.rows, runner.notes)

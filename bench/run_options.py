@@ -161,4 +161,8 @@ def machine_notes(args: argparse.Namespace) -> dict[str, Any]:
         "pinned": args.pin,
         "peers": args.peers,
         "rounds": args.rounds,
+        "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        # A shared machine's load at the start (the end's is added by bench.run): the report
+        # prints both; CPU per request holds up under load, wall throughput does not.
+        "loadavg_start": [round(v, 2) for v in os.getloadavg()],
     }

@@ -223,3 +223,62 @@ def test_readme_block_states_open_streams_at_the_largest_level_measured() -> Non
         block
     )
     assert "620 ms vs 310 ms" in block and "≤ 1.5× the bare upstream's | ✗ |" in block
+
+
+def _scale_row(rnd: int, workers: int, conc: int, cpu: float, server: str = "uvicorn") -> dict:
+    return {
+        "section": "scale", "target": f"{server}-{workers}w", "server": server,
+        "workers": workers, "conc": conc, "round": rnd, "rps": 100.0 * workers, "p99_ms": 5.0,
+        "cpu_ms_per_req": cpu, "harness_cpu_ms_per_req": 0.1, "upstream_cpu_ms_per_req": 0.05,
+        "services_cpu_ms_per_req": 0.3, "process_shares": [0.5, 0.5], "loadavg_1m": 2.0 + rnd,
+    }  # fmt: skip
+
+
+def test_workers_cpu_ratio_pairs_two_workers_with_one_in_the_same_round() -> None:
+    rows = [
+        _scale_row(0, 1, 16, 1.0), _scale_row(0, 2, 16, 1.05),
+        _scale_row(1, 2, 16, 1.5), _scale_row(1, 1, 16, 1.2),  # order rotated: still paired
+        _scale_row(2, 1, 16, 0.8), _scale_row(2, 2, 16, 1.0),
+        _scale_row(0, 1, 64, 1.0), _scale_row(0, 2, 64, 1.3),
+        _scale_row(1, 1, 64, 1.0),  # its 2-worker cell is missing: no pair in round 1
+        _scale_row(0, 2, 64, 9.0, server="granian"),  # another server is never paired
+    ]  # fmt: skip
+    # C=16: 1.05/1.0, 1.5/1.2, 1.0/0.8 -> 1.05, 1.25, 1.25; C=64: 1.3.
+    assert compare.cpu_ratios(rows) == {16: [1.05, 1.25, 1.25], 64: [1.3]}
+    lines = compare.render_cpu_ratio(rows)
+    # Medians per C: 1.25 and 1.30, both above 1.1; over all pairs 1.25, from 1.05 to 1.30.
+    assert "| 16 | 1.0 | 1.05 | 1.05 / 1.25 / 1.25 | 1.25 (1.05–1.25) | ✗ |" in lines
+    assert "| 64 | 1.0 | 1.3 | 1.30 | 1.30 | ✗ |" in lines
+    summary = next(line for line in lines if line.startswith("Over all"))
+    assert summary.startswith("Over all 4 pairs: **1.25 (1.05–1.30)**; ")
+    assert "within 1.1 at C=none of 16, 64. Load average (1 min) during the cells: 2.00–4.00." in (
+        summary
+    )
+
+
+def test_workers_table_takes_medians_over_rounds() -> None:
+    rows = [YARD]
+    for rnd, cpu1, cpu2 in ((0, 1.0, 1.05), (1, 3.0, 3.3), (2, 1.2, 1.2)):
+        rows += [_scale_row(rnd, 1, 16, cpu1), _scale_row(rnd, 2, 16, cpu2)]
+    md = compare.render(META, rows)
+    # Medians: 1 worker 1.2 ms, 2 workers 1.2 ms; ratios 1.05, 1.10, 1.00 -> median 1.05: met.
+    assert "| 16 | 1.2 | 1.2 | 1.05 / 1.10 / 1.00 | 1.05 (1.00–1.10) | ✓ |" in md
+    assert "within 1.1 at C=16 of 16" in md
+
+
+def test_workers_cpu_ratio_at_the_same_concurrency_per_worker() -> None:
+    rows = [_scale_row(rnd, 1, 16, 1.0 + rnd / 10) for rnd in (0, 1)]
+    rows += [_scale_row(0, 2, 32, 1.1), _scale_row(1, 2, 32, 1.32), _scale_row(0, 2, 16, 2.0)]
+    # 2 workers at C=32 against 1 at C=16 of the same round: 1.1 / 1.0, 1.32 / 1.1.
+    assert compare.cpu_ratios(rows, per_worker=True) == {32: [1.1, 1.2]}
+    assert (
+        "2 workers at C against 1 worker at C/2, same round): C=32 1.15 (1.10–1.20) (a worker"
+        in ("\n".join(compare.render_cpu_ratio(rows)))
+    )
+
+
+def test_report_header_states_ram_and_load_average() -> None:
+    plan = SimpleNamespace(requests=10, seconds=1.0, sustained_seconds=6.0, open_streams=10)
+    meta = {**META, "ram_gib": 23.5, "loadavg_start": [1.5, 1.2, 1.0], "loadavg_end": [3, 2, 1]}
+    md = report.render(meta, plan, [YARD], [])
+    assert "· 23.5 GiB RAM · load average start 1.50 / 1.20 / 1.00, end 3.00 / 2.00 / 1.00" in md
