@@ -12,8 +12,9 @@ The flusher (a task of the event loop) moves the log's records to the database i
 first record of a batch waits EZAT_USAGE_LOG_FLUSH_SECONDS for others) with
 the usage writer's idempotent insert (billing/recorder.py: one INSERT per batch, row by row
 through `insert_idempotent` when a request id collides, so the same request twice is one row).
-Once a batch is stored, each of its requests is settled in the limiter (the injected `settler`,
-gateway/apps.py: billing never imports the limiter): the hold goes and the cost is charged. So
+Once a batch is stored, its requests are settled in the limiter, the whole batch in one call
+(the injected `settler`, gateway/apps.py → gateway/limits/batch.py; billing never imports the
+limiter): each hold goes and its cost is charged. So
 the limiter's `charged` only ever counts rows the database has, which the seeding arithmetic
 relies on (gateway/limits/common.py), and until then the balance, the key caps and the dashboards
 count the spend as the open hold it is (`open_holds_nano`): it never disappears and reappears.
@@ -168,8 +169,8 @@ class UsageLog:
 
     async def _flush(self) -> None:
         # Nobody awaits the flush (the records are durable already): the first record waits
-        # for others so that at low concurrency too a batch shares one INSERT and one pipelined
-        # round of settles, instead of one each per request.
+        # for others so that at low concurrency too a batch shares one INSERT and one limiter
+        # call that settles it, instead of one each per request.
         await asyncio.sleep(settings.EZAT_USAGE_LOG_FLUSH_SECONDS)
         while self._queue:
             batch = self._queue[: self._max_batch]
