@@ -35,6 +35,13 @@ until all its records are stored, then deleted. After a SIGKILL the dead process
 unlocked: the next start's durability round (gateway/durability.py) replays them like spool
 files — idempotently, so a record stored before the crash is not stored twice — and settles
 their requests. Another database's folder is never replayed.
+
+Request-log rows (billing/request_log.py) go the same way: the writer hands each row, once
+ready (a refusal after its second is folded, recorder.UsageWriter.submit_log), to
+`log_request_rows`, a record of kind `request_log` in the same segments and fsyncs, never
+awaited by the request; the flusher stores a batch's log rows after its usage rows, with the log
+writer's idempotent insert (ON CONFLICT DO NOTHING on `reqlog_request_once`, refused rows
+quarantined), and the replay after a crash stores them the same way: a request's row once.
 """
 
 from __future__ import annotations
@@ -53,7 +60,15 @@ from django.conf import settings
 from prometheus_client import Counter, Gauge
 
 from billing.recorder import UsageData, UsageWriter, record_fields, record_usage
-from billing.spool import LOG_PREFIX, SETTLE_FIELD, SpoolError, UsageSpool, read_records
+from billing.spool import (
+    KIND_FIELD,
+    LOG_PREFIX,
+    REQUEST_LOG_KIND,
+    SETTLE_FIELD,
+    SpoolError,
+    UsageSpool,
+    read_records,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -170,8 +185,30 @@ class UsageLog:
         future.add_done_callback(lambda done: self._logged(record, done))
         await asyncio.shield(future)
 
+    def log_request_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append request-log rows to the log (a record kind of their own) without waiting:
+        they share the usage rows' fsyncs, and the flusher stores them in the same batches,
+        idempotently (ON CONFLICT DO NOTHING). Returns the rows it could not encode; a row
+        whose write fails goes back to the writer's own queue (not durable, as in `direct`)."""
+        refused = []
+        for fields in rows:
+            record = {**fields, KIND_FIELD: REQUEST_LOG_KIND}
+            try:
+                future = self.file.submit(record)
+            except TypeError:  # a value JSON cannot hold: the writer's queue takes it as is
+                refused.append(fields)
+                continue
+            future.add_done_callback(lambda done, r=record: self._logged(r, done))
+        return refused
+
     def _logged(self, record: dict[str, Any], done: asyncio.Future[Path]) -> None:
         if done.cancelled() or done.exception() is not None:
+            if record.get(KIND_FIELD) == REQUEST_LOG_KIND:
+                from billing.recorder import writer
+
+                row = dict(record)
+                row.pop(KIND_FIELD)
+                writer.queue_log_direct([row])  # not awaited by anyone: written the old way
             return  # not durable: the caller sees the error (and records it another way)
         path = done.result()
         segment = self._segments.get(path)  # None only once closed: then kept as it was
@@ -207,13 +244,9 @@ class UsageLog:
                 if not self._queue:
                     break  # unreadable segments (logged): replayed by the next start
             batch = self._queue[: self._max_batch]
-            records = []
-            for record, _ in batch:
-                row = dict(record)  # the insert may suffix a reused request id: a copy
-                row.pop(SETTLE_FIELD, None)
-                records.append(row)
+            records, log_rows = _split(batch)
             try:
-                await self._store.store_batch(records)
+                await self._store.store_batch(records, log_rows)
             except Exception as exc:  # noqa: BLE001 - logged; the records stay in the log
                 FLUSH_FAILURES.inc()
                 self._backoff = min(max(self._backoff * 2, 0.05), 2.0)
@@ -228,7 +261,7 @@ class UsageLog:
             self._backoff = 0.0
             FLUSHED.inc(len(batch))
             self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
-            await self._settle([record[SETTLE_FIELD] for record, _ in batch])
+            await self._settle([r[SETTLE_FIELD] for r, _ in batch if SETTLE_FIELD in r])
             # Out of the queue once stored and settled (a stop in between stores and settles
             # them again, idempotently): `unflushed` is what the limiter still holds as holds.
             del self._queue[: len(batch)]
@@ -315,6 +348,23 @@ class UsageLog:
         self._queue.clear()
         self._spilled = 0
         self._store.close()
+
+
+def _split(
+    batch: list[tuple[dict[str, Any], Path]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the usage rows, the request-log rows) of a batch, as copies the inserts may change (a
+    reused request id is suffixed, a log row cleaned) without their stored form."""
+    records: list[dict[str, Any]] = []
+    log_rows: list[dict[str, Any]] = []
+    for record, _ in batch:
+        row = dict(record)
+        if row.pop(KIND_FIELD, None) == REQUEST_LOG_KIND:
+            log_rows.append(row)
+        else:
+            row.pop(SETTLE_FIELD, None)
+            records.append(row)
+    return records, log_rows
 
 
 usage_log = UsageLog()
