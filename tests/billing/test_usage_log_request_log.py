@@ -6,6 +6,7 @@ stored by the replay: each row once, with the usage row of the same request."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -28,6 +29,34 @@ def writer(monkeypatch: pytest.MonkeyPatch) -> Any:
     made.close()
 
 
+@dataclass
+class Scene:
+    log: usage_log.UsageLog
+    settled: Settled
+    writer: recorder.UsageWriter
+    org: Any
+    outage: Outage
+
+    async def request(self, rid: str) -> None:
+        """A request's end in group mode: its usage row committed, its log row handed over."""
+        await usage_log.record(usage(self.org.pk, rid), f"lim-{rid}")
+        self.writer.submit_log(log_fields(self.org.pk, rid, status="ok", http_status=200))
+
+    async def logged(self) -> None:
+        """Until the log rows handed over are fsync'd (nobody awaits them)."""
+        await asyncio.sleep(0)
+        await self.log.file._flusher  # type: ignore[misc]
+
+
+@pytest.fixture
+def scene(
+    log: usage_log.UsageLog,  # noqa: F811
+    settled: Settled,  # noqa: F811
+    writer: recorder.UsageWriter,
+) -> Scene:
+    return Scene(log, settled, writer, make_org(), Outage(log))
+
+
 def _kinds(directory: Any) -> list[str]:
     return [
         str(r.get(spool.KIND_FIELD, "usage"))
@@ -36,59 +65,45 @@ def _kinds(directory: Any) -> list[str]:
     ]
 
 
-def test_log_rows_are_logged_with_the_usage_rows_and_stored_by_the_flusher(
-    log: usage_log.UsageLog,  # noqa: F811
-    settled: Settled,  # noqa: F811
-    writer: recorder.UsageWriter,
-) -> None:
-    org = make_org()
-    outage = Outage(log)
+def test_log_rows_are_logged_with_the_usage_rows_and_stored_by_the_flusher(scene: Scene) -> None:
+    group_log, org = scene.log, scene.org
 
     async def scenario() -> None:
         for i in range(4):
-            await usage_log.record(usage(org.pk, f"rl-{i}"), f"lim-rl-{i}")
-            writer.submit_log(log_fields(org.pk, f"rl-{i}", status="ok", http_status=200))
-        await asyncio.sleep(0)  # the log rows' fsync (not awaited by anyone)
-        await log.file._flusher  # type: ignore[misc]
-        assert writer.log_queue_depth == 0  # not in the writer's own (volatile) queue
-        assert sorted(_kinds(log.file.directory)) == ["request_log"] * 4 + ["usage"] * 4
-        assert log.unflushed == 8
-        outage.down = False
-        await log.wait_flushed()
+            await scene.request(f"rl-{i}")
+        await scene.logged()
+        assert scene.writer.log_queue_depth == 0  # not in the writer's own (volatile) queue
+        assert sorted(_kinds(group_log.file.directory)) == ["request_log"] * 4 + ["usage"] * 4
+        assert group_log.unflushed == 8
+        scene.outage.down = False
+        await group_log.wait_flushed()
 
     asyncio.run(scenario())
     assert RequestLog.objects.filter(org=org).count() == 4
     assert UsageRecord.objects.filter(org=org).count() == 4
     # Only the usage rows' requests are settled; a log row carries no settlement.
-    assert sorted(s["limits_id"] for s in settled.settles) == [f"lim-rl-{i}" for i in range(4)]
+    assert sorted(s["limits_id"] for s in scene.settled.settles) == [
+        f"lim-rl-{i}" for i in range(4)
+    ]
 
 
-def test_a_crash_before_the_flush_stores_each_log_row_once_by_the_replay(
-    log: usage_log.UsageLog,  # noqa: F811
-    settled: Settled,  # noqa: F811
-    writer: recorder.UsageWriter,
-) -> None:
-    org = make_org()
-    outage = Outage(log)
-    outage.down = False
-    rows = [log_fields(org.pk, f"crash-rl-{i}", status="ok", http_status=200) for i in range(4)]
+def test_a_crash_before_the_flush_stores_each_log_row_once_by_the_replay(scene: Scene) -> None:
+    group_log, org = scene.log, scene.org
+    scene.outage.down = False
 
     async def scenario() -> None:
         for i in range(2):
-            await usage_log.record(usage(org.pk, f"crash-rl-{i}"), f"lim-{i}")
-            writer.submit_log(dict(rows[i]))
-        await log.wait_flushed()  # stored, still in the segment
-        outage.down = True
+            await scene.request(f"crash-rl-{i}")
+        await group_log.wait_flushed()  # stored, still in the segment
+        scene.outage.down = True
         for i in range(2, 4):
-            await usage_log.record(usage(org.pk, f"crash-rl-{i}"), f"lim-{i}")
-            writer.submit_log(dict(rows[i]))
-        await asyncio.sleep(0)
-        await log.file._flusher  # type: ignore[misc]
+            await scene.request(f"crash-rl-{i}")
+        await scene.logged()
 
     asyncio.run(scenario())
-    directory = log.file.directory
+    directory = group_log.file.directory
     assert RequestLog.objects.filter(org=org).count() == 2
-    log.close()  # SIGKILL: the log rows of 2 and 3 are only in the segment
+    group_log.close()  # SIGKILL: the log rows of 2 and 3 are only in the segment
 
     result = spool.replay(directory)
     assert (result.replayed, result.request_log) == (4, 4)  # stored again: skipped, not doubled
