@@ -286,14 +286,21 @@ class UsageWriter:
             # A request id seen before: row by row through the ORM on the thread, idempotently.
             await loop.run_in_executor(self._executor, _insert_each, batch)
 
-    async def store_batch(self, records: list[dict[str, Any]]) -> None:
-        """Insert the records now, idempotently, or raise (the group-commit log's flusher,
-        billing/usage_log.py: its records are durable already, so nothing is spooled)."""
+    async def store_batch(
+        self, records: list[dict[str, Any]], log_rows: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Insert the usage records, then the request-log rows, now, idempotently, or raise
+        (the group-commit log's flusher, billing/usage_log.py: its records are durable already,
+        so nothing is spooled; a log row the database refuses is quarantined, as always)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="usage-log")
         try:
             async with asyncio.timeout(settings.EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS):
-                await self._write_batch(records)
+                if records:
+                    await self._write_batch(records)
+                if log_rows:
+                    # ON CONFLICT DO NOTHING: a retried batch stores no log row twice.
+                    await self._write_log_batch(log_rows)
         except BaseException:
             # Whatever failed (a dead or hung connection, a lost commit answer), the next attempt
             # starts from fresh connections: Django never replaces a broken connection of a
@@ -325,7 +332,7 @@ class UsageWriter:
         collapser = self._log_collapser
         if collapser is None:
             collapser = self._log_collapser = request_log.Collapser()
-        self._log_pending.extend(collapser.due(now))
+        self._queue_log(collapser.due(now))
         new = True
         if refusal:
             new = collapser.add(fields, now) is None
@@ -336,9 +343,26 @@ class UsageWriter:
             request_log.DROPPED.labels("backlog").inc()
             return False
         else:
-            self._log_pending.append(fields)
+            self._queue_log([fields])
         self._schedule_log(loop)
         return new
+
+    def _queue_log(self, rows: list[dict[str, Any]]) -> None:
+        """Rows ready to be written. With EZAT_USAGE_COMMIT=group they go to the group-commit
+        log (billing/usage_log.py: fsync'd with the usage rows, stored by its flusher, replayed
+        after a crash); rows it cannot take, and every row with `direct`, to this queue."""
+        if rows and settings.EZAT_USAGE_COMMIT == "group":
+            from billing import usage_log
+
+            rows = usage_log.usage_log.log_request_rows(rows)
+        self.queue_log_direct(rows)
+
+    def queue_log_direct(self, rows: list[dict[str, Any]]) -> None:
+        """Rows for this writer's own batches (not awaited, dropped if the database fails)."""
+        if not rows:
+            return
+        self._log_pending.extend(rows)
+        self._schedule_log(asyncio.get_running_loop())
 
     def _schedule_log(self, loop: asyncio.AbstractEventLoop) -> None:
         """Write queued log rows once the oldest has waited the flush delay (or a batch is
@@ -375,7 +399,7 @@ class UsageWriter:
 
         self._log_timer = None
         collapser = self._log_collapser
-        self._log_pending.extend(collapser.due(request_log.wall_clock()))
+        self._queue_log(collapser.due(request_log.wall_clock()))
         if collapser.pending():
             now = request_log.wall_clock()
             self._log_timer = asyncio.get_running_loop().call_later(
@@ -562,7 +586,11 @@ class UsageWriter:
     async def drain_log(self) -> None:
         """Write every queued and held request-log row now (tests, shutdown)."""
         if self._log_collapser is not None:
-            self._log_pending.extend(self._log_collapser.drain())
+            self._queue_log(self._log_collapser.drain())
+        if settings.EZAT_USAGE_COMMIT == "group":
+            from billing import usage_log
+
+            await usage_log.usage_log.wait_flushed()
         self._log_force = True
         try:
             while self._log_pending or (self._flusher is not None and not self._flusher.done()):

@@ -109,6 +109,9 @@ LOG_PREFIX = "log-"
 SUFFIX = ".jsonl"
 # A log record's limiter settlement (billing/usage_log.py), stripped before the INSERT.
 SETTLE_FIELD = "_settle"
+# A log record that is a request-log row (billing/request_log.py), not a usage row: its kind.
+KIND_FIELD = "_kind"
+REQUEST_LOG_KIND = "request_log"
 
 
 class SpoolError(Exception):
@@ -292,6 +295,7 @@ class ReplayResult:
     rejected: int = 0
     busy: int = 0  # files still held by a live writer
     foreign: int = 0  # files of another database, left alone (default folder only)
+    request_log: int = 0  # request-log rows of the group-commit log stored by this replay
     # The limiter settlements of the group-commit log's records stored by this replay (their
     # process died before settling them): the caller settles them (gateway/durability.py).
     settles: list[dict[str, Any]] = field(default_factory=list)
@@ -348,6 +352,9 @@ def _replay(directory: Path) -> ReplayResult:
                 TORN_LINES.inc(torn)
                 logger.warning("usage spool: torn lines skipped", extra={"file": path.name})
             for fields in records:
+                if fields.pop(KIND_FIELD, None) == REQUEST_LOG_KIND:
+                    result.request_log += _replay_request_log(fields)
+                    continue
                 settle = fields.pop(SETTLE_FIELD, None)
                 try:
                     insert_idempotent(dict(fields))
@@ -369,6 +376,25 @@ def _replay(directory: Path) -> ReplayResult:
         finally:
             os.close(fd)
     return result
+
+
+def _replay_request_log(fields: dict[str, Any]) -> int:
+    """Store one request-log row of a dead process's log (idempotent: ON CONFLICT DO NOTHING,
+    so a row its flusher stored already is not stored twice); a row the database refuses goes to
+    the quarantine. Raises when the database is unreachable (the file stays)."""
+    from django.db import InterfaceError, OperationalError
+
+    from billing import request_log
+    from billing import request_log_quarantine as quarantine
+
+    try:
+        request_log.insert_rows([request_log.db_row(fields)])
+    except (OperationalError, InterfaceError):
+        raise
+    except quarantine.INSERT_ERRORS as exc:
+        quarantine.keep(fields, exc)
+        return 0
+    return 1
 
 
 # What the last round warned about: the warning is repeated only when it changes, not every

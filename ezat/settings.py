@@ -423,6 +423,11 @@ EZAT_USAGE_LOG_STORE_TIMEOUT_SECONDS = env.float(
 EZAT_USAGE_LOG_SEGMENT_RECORDS = env.int("EZAT_USAGE_LOG_SEGMENT_RECORDS", default=2000)
 EZAT_USAGE_LOG_SEGMENT_SECONDS = env.float("EZAT_USAGE_LOG_SEGMENT_SECONDS", default=10.0)
 EZAT_USAGE_UNFLUSHED_HOLD_SECONDS = env.float("EZAT_USAGE_UNFLUSHED_HOLD_SECONDS", default=86400)
+# group: at most this many unflushed records wait in memory (a database outage); the rest are
+# read back from the log's segments on disk when the database returns.
+EZAT_USAGE_LOG_MEMORY_RECORDS = env.int("EZAT_USAGE_LOG_MEMORY_RECORDS", default=10000)
+if EZAT_USAGE_LOG_MEMORY_RECORDS < 1:
+    raise ImproperlyConfigured("EZAT_USAGE_LOG_MEMORY_RECORDS must be at least 1")
 # Open streams' checkpoints (output so far, the hold): written at most every
 # EZAT_CHECKPOINT_INTERVAL seconds, in Redis when REDIS_URL is set, else in files in
 # EZAT_CHECKPOINT_DIR. A process silent for EZAT_CHECKPOINT_STALE_SECONDS counts as dead: its

@@ -41,6 +41,7 @@ from billing.usage_log import usage_log
 from catalog.pricing import TokenCounts
 from gateway import limits
 from gateway.checkpoints import checkpoints, schedule_from_json
+from gateway.limits.batch import Settled, settle_batch
 from gateway.metrics import SIDE_EFFECT_FAILURES
 
 logger = logging.getLogger(__name__)
@@ -106,20 +107,17 @@ async def sweep_checkpoints() -> int:
 async def settle_logged(settles: list[dict[str, Any]]) -> None:
     """Settle the requests of group-committed usage rows now in the database (the usage log's
     flusher, and the replay of a dead process's log): the hold their request shrank to the
-    cost is released and the cost charged. Idempotent by limits id (the settled marker): a
-    request the flusher settled before its process died is not charged again by the replay."""
-    limiter = limits.get_limiter()
-    await asyncio.gather(
-        *(
-            limiter.settle(
-                s["limits_id"],
-                key_id=s.get("key_id") or 0,
-                org_id=int(s["org_id"]),
-                hold_nano=int(s["cost_nano"]),
-                cost_nano=int(s["cost_nano"]),
+    cost is released and the cost charged, the whole batch in one limiter round trip
+    (gateway/limits/batch.py). Idempotent by limits id (the settled marker): a request the
+    flusher settled before its process died is not charged again by the replay."""
+    await settle_batch(
+        limits.get_limiter(),
+        [
+            Settled(
+                s["limits_id"], int(s.get("key_id") or 0), int(s["org_id"]), int(s["cost_nano"])
             )
             for s in settles
-        )
+        ],
     )
 
 

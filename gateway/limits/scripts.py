@@ -256,6 +256,41 @@ return reply(0, chosen, balance)
 """
 )
 
+# One request's money settle (settlement.settle on Redis's storage), shared by SETTLE and the
+# flusher's batch settle (gateway/limits/batch.py): returns 1 settled, 0 no-op (settled already).
+_SETTLE_ONE = """
+local function settle_one(org, hexp, holds, kmon, kday, ktotal, rid, cost_s, marker_ms, ttl, now)
+  local v = redis.call('HGET', holds, rid)
+  if v == 's' then return 0 end
+  if v then release(org, v) end
+  redis.call('HSET', holds, rid, 's')
+  redis.call('ZADD', hexp, now + marker_ms, rid)
+  if tonumber(cost_s) > 0 then
+    -- `charged` moves even before the state is seeded: an in-flight seed subtracts it
+    redis.call('HSETNX', org, 'gen', token)
+    redis.call('HINCRBY', org, 'charged', cost_s)
+    if redis.call('HEXISTS', org, 'base') == 1 then
+      redis.call('HINCRBY', org, 'base', '-' .. cost_s)
+    end
+    redis.call('HSETNX', kmon, 'gen', token)
+    redis.call('HINCRBY', kmon, 'charged', cost_s)
+    if redis.call('HEXISTS', kmon, 'spent') == 1 then
+      redis.call('HINCRBY', kmon, 'spent', cost_s)
+    end
+    if redis.call('TTL', kmon) < 0 then redis.call('EXPIRE', kmon, ttl) end
+    for _, k in ipairs({kday, ktotal}) do
+      if redis.call('EXISTS', k) == 1 then
+        redis.call('HINCRBY', k, 'charged', cost_s)
+        if redis.call('HEXISTS', k, 'spent') == 1 then
+          redis.call('HINCRBY', k, 'spent', cost_s)
+        end
+      end
+    end
+  end
+  return 1
+end
+"""
+
 # KEYS: org, hexp, hold, kmon (month of settle time), kmon of the day of settle time, kmon
 # "total", then the request's lease sets (drop_leases).
 # ARGV: request id, cost, marker ms, month kmon ttl s, now ms ("" = TIME), org id.
@@ -266,39 +301,12 @@ return reply(0, chosen, balance)
 # test_limits_settlement.py runs one table through this script and through that function).
 SETTLE = (
     _PRELUDE
+    + _SETTLE_ONE
     + """
-local org, hexp, holds, kmon = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local rid, cost_s = ARGV[1], ARGV[2]
 local now = clock(ARGV[5])
-drop_leases(7, rid, ARGV[6], now)
-local v = redis.call('HGET', holds, rid)
-if v == 's' then return 0 end
-if v then release(org, v) end
-redis.call('HSET', holds, rid, 's')
-redis.call('ZADD', hexp, now + tonumber(ARGV[3]), rid)
-if tonumber(cost_s) > 0 then
-  -- `charged` moves even before the state is seeded: an in-flight seed subtracts it
-  redis.call('HSETNX', org, 'gen', token)
-  redis.call('HINCRBY', org, 'charged', cost_s)
-  if redis.call('HEXISTS', org, 'base') == 1 then
-    redis.call('HINCRBY', org, 'base', '-' .. cost_s)
-  end
-  redis.call('HSETNX', kmon, 'gen', token)
-  redis.call('HINCRBY', kmon, 'charged', cost_s)
-  if redis.call('HEXISTS', kmon, 'spent') == 1 then
-    redis.call('HINCRBY', kmon, 'spent', cost_s)
-  end
-  if redis.call('TTL', kmon) < 0 then redis.call('EXPIRE', kmon, tonumber(ARGV[4])) end
-  for i = 5, 6 do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
-      redis.call('HINCRBY', KEYS[i], 'charged', cost_s)
-      if redis.call('HEXISTS', KEYS[i], 'spent') == 1 then
-        redis.call('HINCRBY', KEYS[i], 'spent', cost_s)
-      end
-    end
-  end
-end
-return 1
+drop_leases(7, ARGV[1], ARGV[6], now)
+return settle_one(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2],
+  tonumber(ARGV[3]), tonumber(ARGV[4]), now)
 """
 )
 

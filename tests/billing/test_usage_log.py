@@ -44,11 +44,13 @@ class Outage:
         self._real = log._store.store_batch
         log._store.store_batch = self._store  # type: ignore[method-assign]
 
-    async def _store(self, records: list[dict[str, Any]]) -> None:
+    async def _store(
+        self, records: list[dict[str, Any]], log_rows: list[dict[str, Any]] | None = None
+    ) -> None:
         self.attempts += 1
         if self.down:
             raise OperationalError("connection refused")
-        await self._real(records)
+        await self._real(records, log_rows)
 
 
 @pytest.fixture

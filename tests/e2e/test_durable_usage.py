@@ -72,6 +72,9 @@ def test_postgres_stopped_10s_under_load_every_answered_request_billed_exactly_o
             # The key in use stays cached through the outage (the cache serves until its TTL).
             "EZAT_KEY_CACHE_TTL": "120",
             "EZAT_CATALOG_POLL_INTERVAL": "1",
+            # group: at most two unflushed records in memory, so the outage spills records
+            # to the log's segments only, read back when PostgreSQL returns.
+            "EZAT_USAGE_LOG_MEMORY_RECORDS": "2",
         }
         gateway = start_gateway(pg.url, "", tmp_path, extra_env=env)
         marker = f"durable-outage-{uuid.uuid4().hex}"
@@ -149,6 +152,9 @@ def test_postgres_stopped_10s_under_load_every_answered_request_billed_exactly_o
         )
         assert (lost, double_billed) == (0, 0), (lost, double_billed)
         assert all(r["cost_nano"] > 0 for r in rows)
+        if usage_commit == "group":
+            # The outage did spill: those rows came back from the segments on disk.
+            assert _metric(gateway.url, "ezat_usage_log_spilled_total") > 0
 
         # The embedded reconcile service charges every record to the ledger, once.
         wait_for(
@@ -381,12 +387,16 @@ class FirstTokenReader(threading.Thread):
             self.error = exc
 
 
-def _checkpoint_writes(url: str) -> float:
+def _metric(url: str, name: str) -> float:
     text = httpx.get(url + "/metrics", timeout=10).text
     for line in text.splitlines():
-        if line.startswith("ezat_checkpoint_writes_total "):
+        if line.startswith(name + " "):
             return float(line.split()[1])
-    raise AssertionError("ezat_checkpoint_writes_total is missing from /metrics")
+    raise AssertionError(f"{name} is missing from /metrics")
+
+
+def _checkpoint_writes(url: str) -> float:
+    return _metric(url, "ezat_checkpoint_writes_total")
 
 
 def test_gateway_sigkilled_right_after_a_first_token_bills_it(

@@ -1,8 +1,9 @@
 """Group-committed usage (EZAT_USAGE_COMMIT=group, issue 35 item 1) against a real gateway:
 requests answered while PostgreSQL is down have their rows only in the gateway's fsync'd log;
 the gateway is then SIGKILLed before any flush could reach the database. Nothing is lost: the
-next process replays the dead one's log, every answered request is billed exactly once, the log
-is gone afterwards, and the ledger is clean."""
+next process replays the dead one's log, every answered request is billed exactly once and has
+its request-log row exactly once (those rows go through the same log), the log is gone
+afterwards, and the ledger is clean."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
+from billing.spool import KIND_FIELD, REQUEST_LOG_KIND, read_records
 from simulator.testing import SimulatorThread
 from tests.e2e.conftest import GatewayProcess, start_gateway
 from tests.e2e.durable_support import (
@@ -76,6 +79,12 @@ def test_sigkill_after_the_answer_and_before_the_flush_loses_nothing_and_bills_o
         during = [o for o in outcomes if o.status == 200 and o.started > down_at]
         logged = list((tmp_path / "spool").rglob("log-*.jsonl"))
         assert logged, "the answered requests' rows are in the log"
+        # Their request-log rows too (written after the answer, not awaited: wait for them).
+        wait_for(
+            lambda: {o.request_id for o in during} <= logged_request_log_ids(tmp_path),
+            60,
+            "the request-log rows of the requests answered during the outage in the log",
+        )
         assert not list((tmp_path / "spool").rglob("usage-*.jsonl"))  # the spool was not needed
 
         os.kill(gateway.process.pid, signal.SIGKILL)  # before any flush could succeed
@@ -91,6 +100,11 @@ def test_sigkill_after_the_answer_and_before_the_flush_loses_nothing_and_bills_o
             return rows if answered <= have and not left else None
 
         rows = wait_for(billed, 120, "every answered request billed and the log replayed")
+        log_counts: dict[str, int] = {}
+        for rid in request_log_ids(pg.dsn(), org_id):
+            log_counts[rid] = log_counts.get(rid, 0) + 1
+        assert answered <= set(log_counts), "a request-log row was lost"
+        assert all(log_counts[rid] == 1 for rid in answered), "a request-log row stored twice"
         counts: dict[str, int] = {}
         for row in rows:
             counts[base_id(row["request_id"])] = counts.get(base_id(row["request_id"]), 0) + 1
@@ -126,3 +140,19 @@ def test_sigkill_after_the_answer_and_before_the_flush_loses_nothing_and_bills_o
                 process.stop()
         sim.stop()
         pg.destroy()
+
+
+def logged_request_log_ids(tmp_path: Path) -> set[str]:
+    """The request ids of the request-log rows in the log's segments on disk."""
+    ids = set()
+    for path in (tmp_path / "spool").rglob("log-*.jsonl"):
+        for record in read_records(path)[0]:
+            if record.get(KIND_FIELD) == REQUEST_LOG_KIND:
+                ids.add(str(record["request_id"]))
+    return ids
+
+
+def request_log_ids(dsn: str, org_id: int) -> list[str]:
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT request_id FROM billing_requestlog WHERE org_id = %s", (org_id,))
+        return [str(row[0]) for row in cur.fetchall()]

@@ -18,6 +18,7 @@ import pytest
 import redis.asyncio as redis_async
 
 from gateway.limits.base import Admitted, InsufficientFunds
+from gateway.limits.batch import Settled, settle_batch
 from gateway.limits.common import SeedTicket, hold_ttl_seconds
 from gateway.limits.local import LocalLimiter
 from gateway.limits.periods import TOTAL_PERIOD, period_id
@@ -45,6 +46,9 @@ MONTH_END = datetime(2025, 3, 31, 23, 59, 0, tzinfo=UTC).timestamp()
 #   ("advance", seconds)
 #   ("ticket", scope, period, name)     take a seed ticket now (scope "org" | "key")
 #   ("write", name, mode)               write that ticket with the DB's value now
+#   ("unflushed", rid, cost)            the row is in the local log: hold_unflushed
+#   ("batch", [(rid, cost), ...])       the DB gets the rows, then one batch settle
+#                                       (gateway/limits/batch.py, the usage log's flusher)
 Step = tuple[Any, ...]
 CASES: dict[str, tuple[float, list[Step]]] = {
     "admit, settle, settle again": (
@@ -120,6 +124,33 @@ CASES: dict[str, tuple[float, list[Step]]] = {
             ("settle", "a", 1_000, 800),  # charged to April, which starts unseeded
             ("admit", "b", 3_000, 3_000, "month"),  # refused: April seeds 800 spent
             ("admit", "c", 2_200, 3_000, "month"),
+        ],
+    ),
+    "group commit: holds shrink to the cost, one batch settles them, a replay is a no-op": (
+        T0 + 10,
+        [
+            ("admit", "a", 1_000, 5_000, "month"),
+            ("admit", "b", 2_000, 5_000, "day"),
+            ("admit", "c", 1_500, 5_000, "total"),
+            ("unflushed", "a", 400),
+            ("unflushed", "b", 900),
+            ("settle", "c", 1_500, 0),  # free: settled on the request path, not unflushed
+            ("admit", "d", 3_600, 5_000, "month"),  # 400 + 900 still held as unflushed holds
+            ("batch", [("a", 400), ("b", 900), ("c", 0)]),
+            # A replay of the same log (a crash before the segment was deleted), with a request
+            # of the batch twice: nothing is charged again.
+            ("batch", [("b", 900), ("a", 400), ("a", 400)]),
+            ("admit", "e", 3_800, 5_000, "month"),  # 1_300 spent, d's 3_600 held: refused
+            ("settle", "d", 3_600, 0),
+            ("admit", "f", 3_700, 5_000, "month"),
+        ],
+    ),
+    "a batch settles a request that was never held here (a dead process's log)": (
+        T0 + 10,
+        [
+            ("admit", "a", 1_000, None, "month"),
+            ("batch", [("x", 250), ("a", 300), ("y", 0)]),
+            ("batch", [("x", 250)]),
         ],
     ),
 }
@@ -248,6 +279,12 @@ async def run_case(
                 assert after == expected, f"{step}: the storage is not where settle() says"
                 month = settle_periods(clock.now)[0]  # created by a charge only, on both
                 seen.append((after, await storage.period(month) is not None))
+            elif kind == "unflushed":
+                _, rid, cost = step
+                await limiter.hold_unflushed(rid, key_id=KEY, org_id=ORG, cost_nano=cost)
+                seen.append((await storage.book(rid, clock.now), await storage.org()))
+            elif kind == "batch":
+                seen.append(await settle_batch_step(limiter, storage, db, clock, step[1]))
             elif kind == "advance":
                 clock.advance(step[1])
             elif kind == "ticket":
@@ -277,6 +314,35 @@ async def run_case(
         return seen
     finally:
         await limiter.aclose()
+
+
+async def settle_batch_step(
+    limiter: Any, storage: Storage, db: Db, clock: FakeClock, items: list[tuple[str, int]]
+) -> Any:
+    """The rows are stored, then one batch settle: the storage must end where settle() applied
+    to each request in the batch's order says (a request settled already changes nothing)."""
+    month, day, total = settle_periods(clock.now)
+    entries = {rid: await storage.entry(rid) for rid, _ in items}
+    org, held, key_held = await storage.org()
+    tallies = [await storage.period(p) for p in (month, day, total)]
+    for rid, cost in items:
+        if cost <= 0:
+            continue  # a free request: settled on the request path, left out of the batch
+        before = Book(entries[rid], org, held, key_held, tallies[0] or Tally(), *tallies[1:])
+        after = settle(before, cost, clock.now)
+        if after is None:
+            continue
+        db.record(cost, clock.now)
+        entries[rid] = after.entry
+        org, held, key_held = after.org, after.held, after.key_held
+        tallies = [after.month, after.day, after.total]
+    await settle_batch(limiter, [Settled(rid, KEY, ORG, cost) for rid, cost in items])
+    observed = [await storage.entry(rid) for rid, _ in items]
+    assert observed == [entries[rid] for rid, _ in items], "the entries are not where settle() says"
+    assert await storage.org() == (org, held, key_held)
+    month_t = await storage.period(month) or Tally()  # created by a charge only
+    assert [month_t, await storage.period(day), await storage.period(total)] == tallies
+    return observed, await storage.org(), tallies
 
 
 async def admit(
@@ -338,11 +404,13 @@ async def test_both_storages_follow_the_arithmetic_and_agree(case: str) -> None:
         await delete_prefix(prefix)
         await raw.aclose()
     assert remote == local
-    assert len(local) == sum(step[0] in ("admit", "settle", "write") for step in steps)
+    assert len(local) == sum(
+        step[0] in ("admit", "settle", "write", "unflushed", "batch") for step in steps
+    )
 
 
 def test_every_case_settles_and_the_table_covers_the_periods() -> None:
     kinds = {step[0] for _, steps in CASES.values() for step in steps}
-    assert kinds == {"admit", "settle", "advance", "ticket", "write"}
+    assert kinds == {"admit", "settle", "advance", "ticket", "write", "unflushed", "batch"}
     periods = {step[4] for _, steps in CASES.values() for step in steps if step[0] == "admit"}
     assert periods == {"month", "day", TOTAL_PERIOD}
