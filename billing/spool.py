@@ -322,8 +322,8 @@ def replay(directory: Path | None = None) -> ReplayResult:
 def _replay(directory: Path) -> ReplayResult:
     from django.db import DatabaseError, InterfaceError, OperationalError
 
-    # Lazy: the recorder falls back to this spool, so importing it at the top would be a
-    # circle (tests/foundation/test_import_cycles.py, ALLOWED).
+    # Lazy: the recorder (and the usage log) build on this spool, so importing them at the top
+    # would be a circle (tests/foundation/test_import_cycles.py, ALLOWED).
     from billing.recorder import insert_idempotent
 
     result = ReplayResult()
