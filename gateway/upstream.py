@@ -26,7 +26,7 @@ from django.conf import settings
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.first_tokens import gate
-from gateway.providers import provider
+from gateway.providers import ProviderCall, provider
 
 # An idle pooled connection older than this is not reused: servers close idle keep-alive
 # connections (often after 60 s), and a request written into one that is closing fails.
@@ -298,7 +298,7 @@ class UpstreamClient:
     ) -> UpstreamResponse:
         target = self._target(deployment.base_url)
         call = await provider(deployment.kind).prepare(
-            deployment, target, path, body, beta, route=route, tenant=tenant
+            ProviderCall(deployment, target, path, body, beta, route, tenant)
         )
         head = (
             f"POST {target.path_prefix}{call.path} HTTP/1.1\r\n"
