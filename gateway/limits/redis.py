@@ -23,35 +23,9 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from core.redis_clients import tag
-from gateway.limits import settlement
-from gateway.limits.base import (
-    AdmitRequest,
-    Admitted,
-    CapacityExhausted,
-    ConcurrencyLimited,
-    FairShareLimited,
-    InsufficientFunds,
-    LimiterUnavailable,
-    RateInfo,
-    RateLimited,
-)
-from gateway.limits.common import (
-    ERRORS,
-    FAIL_OPEN,
-    Heartbeat,
-    Lease,
-    MoneySource,
-    SeedRunner,
-    SeedTicket,
-    candidate_share,
-    failopen_rpm,
-    fair_share_active_seconds,
-    hold_ttl_seconds,
-    reseed_seconds,
-    share_caps,
-    slot_lease_seconds,
-    unflushed_hold_seconds,
-)
+from gateway.limits import base, common, settlement
+from gateway.limits.base import AdmitRequest, Admitted, Limiter, RateInfo, RequestEnd, SlotRequest
+from gateway.limits.common import Heartbeat, Lease, LeaseBook, MoneySource, SeedRunner, SeedTicket
 from gateway.limits.local import LocalLimiter
 from gateway.limits.periods import month_ttl_seconds, period_id, period_ttl_seconds, retry_after
 from gateway.limits.redis_conn import UNREACHABLE, CircuitOpen, Conn, pool_exhausted
@@ -63,7 +37,7 @@ _ADMITTED, _RATE, _FUNDS, _CAPACITY, _NEED_SEED, _CONCURRENCY, _SHARE = 0, 1, 2,
 _BEAT_BATCH = 200
 
 
-class RedisLimiter:
+class RedisLimiter(Limiter):
     def __init__(
         self,
         url: str,
@@ -97,7 +71,7 @@ class RedisLimiter:
         # Per-process fallback for free requests while Redis is down (never used for money).
         self._fallback = LocalLimiter(money=money, clock=clock or time.time, heartbeat=False)
         # This process's live requests holding leases in Redis (slots, key/org concurrency).
-        self._leases: dict[str, Lease] = {}
+        self._leases = LeaseBook()
         # Beats on its own only with Redis's clock: tests with a fake clock call heartbeat().
         self._beats = (clock is None) if heartbeat is None else heartbeat
         self._heartbeat = Heartbeat(self.heartbeat)
@@ -184,15 +158,17 @@ class RedisLimiter:
                     return self._outcome(req, res)
                 if attempt == 0:
                     await self._seeder.seed(self._tickets(req, res, 4, "init"))
-            raise LimiterUnavailable("money state could not be loaded")
+            raise base.LimiterUnavailable("money state could not be loaded")
         except UNREACHABLE as exc:
             self._trip("admit", exc)
             if req.hold_nano > 0:
-                raise LimiterUnavailable(
+                raise base.LimiterUnavailable(
                     "balance and spend limits cannot be checked right now"
                 ) from exc
-            FAIL_OPEN.inc()
-            return await self._fallback.admit(replace(req, rpm_limit=failopen_rpm(req.rpm_limit)))
+            common.FAIL_OPEN.inc()
+            return await self._fallback.admit(
+                replace(req, rpm_limit=common.failopen_rpm(req.rpm_limit))
+            )
 
     async def _run_admit(self, req: AdmitRequest) -> list[Any]:
         conn = self._redis()
@@ -209,18 +185,21 @@ class RedisLimiter:
             req.rpm_limit,
             "" if req.spend_cap_nano is None else req.spend_cap_nano,
             req.hold_nano,
-            int(hold_ttl_seconds() * 1000),
-            int(reseed_seconds() * 1000),
+            int(common.hold_ttl_seconds() * 1000),
+            int(common.reseed_seconds() * 1000),
             period_ttl_seconds(month, wall),
             self._now_arg(),
             "" if req.key_concurrency is None else req.key_concurrency,
             "" if req.org_concurrency is None else req.org_concurrency,
             req.org_id,
-            int(slot_lease_seconds() * 1000),
-            int(fair_share_active_seconds() * 1000),
+            int(common.slot_lease_seconds() * 1000),
+            int(common.fair_share_active_seconds() * 1000),
         ]
         for candidate in req.candidates:
-            args += [candidate[1], *share_caps(candidate[1], candidate_share(candidate))]
+            args += [
+                candidate[1],
+                *common.share_caps(candidate[1], common.candidate_share(candidate)),
+            ]
         res: list[Any] = await conn.run(conn.admit, keys, args)
         res.append(month)  # for the tickets
         return res
@@ -249,24 +228,26 @@ class RedisLimiter:
         limit = req.rpm_limit
         reset_at = reset_ms / 1000
         if status == _RATE:
-            raise RateLimited(RateInfo(limit, 0, reset_at), retry_after(now_ms / 1000, reset_at))
+            raise base.RateLimited(
+                RateInfo(limit, 0, reset_at), retry_after(now_ms / 1000, reset_at)
+            )
         reseeds = self._tickets(req, res, 5, "reseed")  # claimed by this call, even if refused
         if reseeds:
             self._seeder.reseed_later(reseeds)
         rate_now = RateInfo(limit, max(0, limit - count), reset_at)
         if status == _FUNDS:
             if int(res[4]) == 1:
-                raise InsufficientFunds("key_cap", rate_now, req.cap_period)
-            raise InsufficientFunds("org_balance", rate_now)
+                raise base.InsufficientFunds("key_cap", rate_now, req.cap_period)
+            raise base.InsufficientFunds("org_balance", rate_now)
         if status == _CAPACITY:
-            raise CapacityExhausted(rate_now, 1)
+            raise base.CapacityExhausted(rate_now, 1)
         if status == _CONCURRENCY:
             if int(res[4]) == 1:
-                raise ConcurrencyLimited("key", int(req.key_concurrency or 0), rate_now)
-            raise ConcurrencyLimited("org", int(req.org_concurrency or 0), rate_now)
+                raise base.ConcurrencyLimited("key", int(req.key_concurrency or 0), rate_now)
+            raise base.ConcurrencyLimited("org", int(req.org_concurrency or 0), rate_now)
         if status == _SHARE:
             at = int(res[11])
-            raise FairShareLimited(
+            raise base.FairShareLimited(
                 int(res[4]), int(req.candidates[at - 1][1]), bool(int(res[12])), rate_now
             )
         chosen = int(res[4])
@@ -294,7 +275,7 @@ class RedisLimiter:
             return bool(await self._redis().seed(keys=[key], args=args))
         except UNREACHABLE as exc:
             self._trip("seed", exc)
-            raise LimiterUnavailable("money state cannot be stored right now") from exc
+            raise base.LimiterUnavailable("money state cannot be stored right now") from exc
 
     # --- settlement -------------------------------------------------------------------------
     def _pop_lease_keys(
@@ -309,16 +290,8 @@ class RedisLimiter:
         where = deployment_id if deployment_id is not None else lease.deployment_id
         return self._lease_keys(request_id, lease, where)[0]
 
-    async def settle(
-        self,
-        request_id: str,
-        *,
-        key_id: int,
-        org_id: int,
-        hold_nano: int,
-        cost_nano: int,
-        deployment_id: int | None = None,
-    ) -> None:
+    async def _settle(self, end: RequestEnd) -> None:
+        request_id, key_id, org_id, hold_nano, cost_nano, deployment_id = end
         if deployment_id is not None:
             await self._fallback.release_slot(request_id, deployment_id)  # if taken there
         lease_keys = self._pop_lease_keys(request_id, key_id, org_id, deployment_id)
@@ -353,17 +326,10 @@ class RedisLimiter:
             # record, so the next seed or reseed after Redis returns counts it. Swallowed,
             # logged, counted.
             self._trip("settle", exc)
-            ERRORS.labels("settle").inc()
+            common.ERRORS.labels("settle").inc()
 
-    async def hold_unflushed(
-        self,
-        request_id: str,
-        *,
-        key_id: int,
-        org_id: int,
-        cost_nano: int,
-        deployment_id: int | None = None,
-    ) -> None:
+    async def _hold_unflushed(self, end: RequestEnd) -> None:
+        request_id, key_id, org_id, _, cost_nano, deployment_id = end
         lease_keys = self._pop_lease_keys(request_id, key_id, org_id, deployment_id)
         if cost_nano <= 0:
             if lease_keys:
@@ -372,7 +338,7 @@ class RedisLimiter:
         args = [
             request_id,
             cost_nano,
-            int(unflushed_hold_seconds() * 1000),
+            int(common.unflushed_hold_seconds() * 1000),
             self._now_arg(),
             org_id,
             key_id,
@@ -384,7 +350,7 @@ class RedisLimiter:
             # The worst-case hold stays until its TTL (conservative); the flusher's settle
             # charges the cost once the row is stored. Swallowed, logged, counted.
             self._trip("hold_unflushed", exc)
-            ERRORS.labels("hold_unflushed").inc()
+            common.ERRORS.labels("hold_unflushed").inc()
 
     async def _release(self, request_id: str, org_id: int, keys: list[str], op: str) -> None:
         try:
@@ -392,27 +358,20 @@ class RedisLimiter:
             await conn.run(conn.release, keys, [request_id, org_id, self._now_arg()])
         except UNREACHABLE as exc:
             self._trip(op, exc)
-            ERRORS.labels(op).inc()  # the leases lapse by themselves (no more heartbeats)
+            common.ERRORS.labels(op).inc()  # the leases lapse by themselves (no more heartbeats)
 
     # --- capacity ---------------------------------------------------------------------------
-    async def acquire_slot(
-        self,
-        request_id: str,
-        deployment_id: int,
-        max_concurrency: int,
-        *,
-        org_id: int = 0,
-        share: float = 1.0,
-    ) -> bool:
+    async def _acquire_slot(self, slot: SlotRequest) -> bool:
+        request_id, deployment_id, max_concurrency, org_id, share = slot
         try:
             args = [
                 request_id,
                 max_concurrency,
-                int(slot_lease_seconds() * 1000),
+                int(common.slot_lease_seconds() * 1000),
                 self._now_arg(),
                 org_id,
-                *share_caps(max_concurrency, share),
-                int(fair_share_active_seconds() * 1000),
+                *common.share_caps(max_concurrency, share),
+                int(common.fair_share_active_seconds() * 1000),
             ]
             conn = self._redis()
             keys = self._deployment_keys(deployment_id, org_id)
@@ -420,28 +379,16 @@ class RedisLimiter:
         except UNREACHABLE as exc:
             # Failover of an already admitted request: fail open on the per-process slots.
             self._trip("acquire_slot", exc)
-            FAIL_OPEN.inc()
-            return await self._fallback.acquire_slot(
-                request_id, deployment_id, max_concurrency, org_id=org_id, share=share
-            )
-        if taken:
-            lease = self._leases.get(request_id)
-            if lease is None:
-                self._leases[request_id] = Lease(0, org_id, deployment_id, False, False)
-                if self._beats:
-                    self._heartbeat.ensure()
-            else:
-                lease.deployment_id = deployment_id
+            common.FAIL_OPEN.inc()
+            return await self._fallback._acquire_slot(slot)  # the same call, on its storage
+        if taken and self._leases.took_slot(request_id, org_id, deployment_id) and self._beats:
+            self._heartbeat.ensure()
         return taken
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None:
         await self._fallback.release_slot(request_id, deployment_id)  # in case it was taken there
-        lease = self._leases.get(request_id)
+        lease = self._leases.gave_back_slot(request_id, deployment_id)
         org_id = lease.org_id if lease is not None else 0
-        if lease is not None and lease.deployment_id == deployment_id:
-            lease.deployment_id = None
-            if not (lease.key_conc or lease.org_conc):
-                del self._leases[request_id]  # nothing left to beat for
         slots, mine, orgs, _ = self._deployment_keys(deployment_id, org_id)
         keys = [slots, mine, orgs] if lease is not None else [slots]
         await self._release(request_id, org_id, keys, "release_slot")
@@ -449,12 +396,11 @@ class RedisLimiter:
     async def heartbeat(self) -> None:
         """Extend this process's leases: one HEARTBEAT call per batch of live requests."""
         mono = time.monotonic()
-        for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
-            del self._leases[rid]  # never settled: no more beats, its leases lapse
+        self._leases.drop_expired(mono)
         items = list(self._leases.items())
         for start in range(0, len(items), _BEAT_BATCH):
             keys: list[str] = []
-            args: list[Any] = [self._now_arg(), int(slot_lease_seconds() * 1000)]
+            args: list[Any] = [self._now_arg(), int(common.slot_lease_seconds() * 1000)]
             for rid, lease in items[start : start + _BEAT_BATCH]:
                 lease_keys, members = self._lease_keys(rid, lease, lease.deployment_id)
                 keys += lease_keys
@@ -466,13 +412,13 @@ class RedisLimiter:
                 lost = int(await conn.run(conn.heartbeat, keys, args))
             except UNREACHABLE as exc:
                 self._trip("heartbeat", exc)
-                ERRORS.labels("heartbeat").inc()
+                common.ERRORS.labels("heartbeat").inc()
                 return
             if lost:
                 # Leases that lapsed before this beat (the loop stalled longer than a lease):
                 # those requests run uncounted until they end. Logged, never raised.
                 logger.warning("limits: %d leases lapsed before their heartbeat", lost)
-                ERRORS.labels("lease_lapsed").inc(lost)
+                common.ERRORS.labels("lease_lapsed").inc(lost)
 
     async def open_holds(self, org_id: int) -> int:
         """The org's `held` field: one HGET (expired holds are purged by the next admission,
@@ -481,7 +427,7 @@ class RedisLimiter:
             held = await self._redis().client.hget(self._org_keys(org_id)[0], "held")
         except UNREACHABLE as exc:
             self._trip("open_holds", exc)
-            raise LimiterUnavailable("open holds are unavailable (Redis)") from exc
+            raise base.LimiterUnavailable("open holds are unavailable (Redis)") from exc
         return max(0, int(held or 0))
 
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
@@ -492,7 +438,7 @@ class RedisLimiter:
             counts = await self._redis().in_flight(keys=keys, args=[self._now_arg()])
         except UNREACHABLE as exc:
             self._trip("in_flight", exc)
-            raise LimiterUnavailable("concurrency counts are unavailable (Redis)") from exc
+            raise base.LimiterUnavailable("concurrency counts are unavailable (Redis)") from exc
         return {d: int(c) for d, c in zip(deployment_ids, counts, strict=True)}
 
 
