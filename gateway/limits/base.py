@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,26 +111,16 @@ class LimiterUnavailable(AdmissionError):
     """Money cannot be checked (Redis down): money checks fail closed."""
 
 
-class RequestEnd(NamedTuple):
-    """A request's end as `Limiter.settle` and `Limiter.hold_unflushed` hand it to a backend's
-    storage (`_settle`, `_hold_unflushed`): their keywords, gathered once here."""
+# A request's end as `Limiter.settle` and `Limiter.hold_unflushed` hand it to a backend's storage
+# (`_settle`, `_hold_unflushed`), their keywords gathered once: (request_id, key_id, org_id,
+# hold_nano, cost_nano, deployment_id); hold_nano is 0 from hold_unflushed (not needed there).
+# A plain tuple, not a NamedTuple: it is built on every request's way out, and a NamedTuple's
+# Python-level __new__ costs more than the whole hand-over (bench.icount).
+RequestEnd = tuple[str, int, int, int, int, int | None]
 
-    request_id: str
-    key_id: int
-    org_id: int
-    hold_nano: int  # the hold taken at admission (0 from hold_unflushed: not needed there)
-    cost_nano: int
-    deployment_id: int | None
-
-
-class SlotRequest(NamedTuple):
-    """`Limiter.acquire_slot`'s arguments as it hands them to a backend (`_acquire_slot`)."""
-
-    request_id: str
-    deployment_id: int
-    max_concurrency: int
-    org_id: int
-    share: float
+# `Limiter.acquire_slot`'s arguments as it hands them to a backend (`_acquire_slot`):
+# (request_id, deployment_id, max_concurrency, org_id, share).
+SlotRequest = tuple[str, int, int, int, float]
 
 
 class Limiter:
@@ -154,9 +143,7 @@ class Limiter:
     ) -> Awaitable[bool]:
         """Take a slot on another deployment (failover). False when it is full for everyone or
         the org holds its fair share of it."""
-        return self._acquire_slot(
-            SlotRequest(request_id, deployment_id, max_concurrency, org_id, share)
-        )
+        return self._acquire_slot((request_id, deployment_id, max_concurrency, org_id, share))
 
     async def _acquire_slot(self, slot: SlotRequest) -> bool:
         """`acquire_slot` on this backend's storage."""
@@ -192,9 +179,7 @@ class Limiter:
         With `deployment_id`, the request's capacity slot there is released in the same step
         (one round trip instead of two at the end of every request).
         """
-        return self._settle(
-            RequestEnd(request_id, key_id, org_id, hold_nano, cost_nano, deployment_id)
-        )
+        return self._settle((request_id, key_id, org_id, hold_nano, cost_nano, deployment_id))
 
     def hold_unflushed(
         self,
@@ -213,9 +198,7 @@ class Limiter:
         common.py) while the balance, the caps and the dashboards count the unflushed spend as
         the open hold it is. A no-op for money once the request is settled (the flusher may be
         first)."""
-        return self._hold_unflushed(
-            RequestEnd(request_id, key_id, org_id, 0, cost_nano, deployment_id)
-        )
+        return self._hold_unflushed((request_id, key_id, org_id, 0, cost_nano, deployment_id))
 
     async def _settle(self, end: RequestEnd) -> None:
         """`settle` on this backend's storage."""
