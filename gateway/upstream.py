@@ -26,7 +26,7 @@ from django.conf import settings
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.first_tokens import gate
-from gateway.providers import provider
+from gateway.providers import ProviderCall, provider
 
 # An idle pooled connection older than this is not reused: servers close idle keep-alive
 # connections (often after 60 s), and a request written into one that is closing fails.
@@ -40,6 +40,7 @@ class UpstreamDisconnected(ConnectionError):
 
 
 _Origin = tuple[str, str, int]  # scheme, host, port
+_new_tuple = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,9 +298,10 @@ class UpstreamClient:
         tenant: tuple[int, str] | None = None,
     ) -> UpstreamResponse:
         target = self._target(deployment.base_url)
-        call = await provider(deployment.kind).prepare(
-            deployment, target, path, body, beta, route=route, tenant=tenant
-        )
+        # Built by tuple.__new__ (C), not by the NamedTuple's Python-level __new__: every attempt
+        # builds one (bench.icount).
+        fields = (deployment, target, path, body, beta, route, tenant)
+        call = await provider(deployment.kind).prepare(_new_tuple(ProviderCall, fields))
         head = (
             f"POST {target.path_prefix}{call.path} HTTP/1.1\r\n"
             f"host: {target.host_header}\r\n"

@@ -1,4 +1,5 @@
-"""Admission control. See base.py for the interface; local.py and redis.py implement it."""
+"""Admission control. See base.py for the interface; local.py and redis.py implement it
+(redis_conn.py holds the Redis limiter's connections)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def reset_limiter() -> None:
     global _limiter
     with _lock:
         _limiter = None
-    from gateway.limits.redis import close_sync_clients
+    from gateway.limits.redis_conn import close_sync_clients
 
     close_sync_clients()
 
@@ -88,7 +89,7 @@ def notify_credit(org_id: int, amount_nano: int) -> None:
     """
     url = getattr(settings, "REDIS_URL", "")
     if url:
-        from gateway.limits.redis import notify_credit_redis
+        from gateway.limits.redis_conn import notify_credit_redis
 
         notify_credit_redis(url, _redis_prefix(), org_id, amount_nano)
         return
@@ -108,7 +109,7 @@ def open_holds_nano(org_id: int) -> int | None:
     """
     url = getattr(settings, "REDIS_URL", "")
     if url:
-        from gateway.limits.redis import open_holds_redis
+        from gateway.limits.redis_conn import open_holds_redis
 
         return open_holds_redis(url, _redis_prefix(), org_id)
     from gateway.limits.local import LocalLimiter

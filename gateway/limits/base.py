@@ -8,8 +8,8 @@ concurrent requests cannot overspend a spend cap or a balance.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +111,28 @@ class LimiterUnavailable(AdmissionError):
     """Money cannot be checked (Redis down): money checks fail closed."""
 
 
-class Limiter(Protocol):
-    async def admit(self, req: AdmitRequest) -> Admitted: ...
+# A request's end as `Limiter.settle` and `Limiter.hold_unflushed` hand it to a backend's storage
+# (`_settle`, `_hold_unflushed`), their keywords gathered once: (request_id, key_id, org_id,
+# hold_nano, cost_nano, deployment_id); hold_nano is 0 from hold_unflushed (not needed there).
+# A plain tuple, not a NamedTuple: it is built on every request's way out, and a NamedTuple's
+# Python-level __new__ costs more than the whole hand-over (bench.icount).
+RequestEnd = tuple[str, int, int, int, int, int | None]
 
-    async def acquire_slot(
+# `Limiter.acquire_slot`'s arguments as it hands them to a backend (`_acquire_slot`):
+# (request_id, deployment_id, max_concurrency, org_id, share).
+SlotRequest = tuple[str, int, int, int, float]
+
+
+class Limiter:
+    """The interface both limiters implement (local.py, redis.py). The calls both answer alike
+    in shape (the two ends of a request, a failover's slot) are written here once and hand their
+    arguments to the backend's storage as one tuple. They return the backend's coroutine rather
+    than await it: callers await them as before, without a second coroutine per call."""
+
+    async def admit(self, req: AdmitRequest) -> Admitted:
+        raise NotImplementedError
+
+    def acquire_slot(
         self,
         request_id: str,
         deployment_id: int,
@@ -122,12 +140,17 @@ class Limiter(Protocol):
         *,
         org_id: int = 0,
         share: float = 1.0,
-    ) -> bool:
+    ) -> Awaitable[bool]:
         """Take a slot on another deployment (failover). False when it is full for everyone or
         the org holds its fair share of it."""
-        ...
+        return self._acquire_slot((request_id, deployment_id, max_concurrency, org_id, share))
 
-    async def release_slot(self, request_id: str, deployment_id: int) -> None: ...
+    async def _acquire_slot(self, slot: SlotRequest) -> bool:
+        """`acquire_slot` on this backend's storage."""
+        raise NotImplementedError
+
+    async def release_slot(self, request_id: str, deployment_id: int) -> None:
+        raise NotImplementedError
 
     async def heartbeat(self) -> None:
         """Extend the leases of this process's live requests (slots, key and org concurrency).
@@ -135,9 +158,9 @@ class Limiter(Protocol):
         Runs every `EZAT_SLOT_HEARTBEAT_SECONDS` in a background task of each limiter; a
         process that dies stops beating and its leases lapse `EZAT_SLOT_LEASE_SECONDS` later.
         """
-        ...
+        raise NotImplementedError
 
-    async def settle(
+    def settle(
         self,
         request_id: str,
         *,
@@ -146,7 +169,7 @@ class Limiter(Protocol):
         hold_nano: int,
         cost_nano: int,
         deployment_id: int | None = None,
-    ) -> None:
+    ) -> Awaitable[None]:
         """Release the request's hold and charge `cost_nano` (0 = nothing) to key and org.
 
         The key's spend is charged to its current month, and to its current day and its total
@@ -156,9 +179,9 @@ class Limiter(Protocol):
         With `deployment_id`, the request's capacity slot there is released in the same step
         (one round trip instead of two at the end of every request).
         """
-        ...
+        return self._settle((request_id, key_id, org_id, hold_nano, cost_nano, deployment_id))
 
-    async def hold_unflushed(
+    def hold_unflushed(
         self,
         request_id: str,
         *,
@@ -166,7 +189,7 @@ class Limiter(Protocol):
         org_id: int,
         cost_nano: int,
         deployment_id: int | None = None,
-    ) -> None:
+    ) -> Awaitable[None]:
         """The end of a request whose usage row is durable in the local log but not yet in the
         database (EZAT_USAGE_COMMIT=group, billing/usage_log.py): its leases are released (as
         by settle) and its hold shrinks to `cost_nano`, living EZAT_USAGE_UNFLUSHED_HOLD_SECONDS,
@@ -175,13 +198,21 @@ class Limiter(Protocol):
         common.py) while the balance, the caps and the dashboards count the unflushed spend as
         the open hold it is. A no-op for money once the request is settled (the flusher may be
         first)."""
-        ...
+        return self._hold_unflushed((request_id, key_id, org_id, 0, cost_nano, deployment_id))
+
+    async def _settle(self, end: RequestEnd) -> None:
+        """`settle` on this backend's storage."""
+        raise NotImplementedError
+
+    async def _hold_unflushed(self, end: RequestEnd) -> None:
+        """`hold_unflushed` on this backend's storage."""
+        raise NotImplementedError
 
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
         """Current concurrent requests per deployment (for the operator console)."""
-        ...
+        raise NotImplementedError
 
     async def open_holds(self, org_id: int) -> int:
         """Σ nano-USD held right now by the org's requests in flight (dashboard pages: one
         small read, never on the request path). 0 when the org has no state here."""
-        ...
+        raise NotImplementedError

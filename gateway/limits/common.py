@@ -132,6 +132,35 @@ class Lease:
         return now_mono - self.born > hold_ttl_seconds()
 
 
+class LeaseBook(dict[str, Lease]):
+    """This process's live requests holding leases (request id -> Lease), as both limiters keep
+    them: a slot taken or given back on failover, a lease that lived too long to beat for."""
+
+    def took_slot(self, request_id: str, org_id: int, deployment_id: int) -> bool:
+        """Note a slot taken on `deployment_id`; True when the request had no lease here yet."""
+        lease = self.get(request_id)
+        if lease is None:
+            self[request_id] = Lease(0, org_id, deployment_id, False, False)
+            return True
+        lease.deployment_id = deployment_id
+        return False
+
+    def gave_back_slot(self, request_id: str, deployment_id: int) -> Lease | None:
+        """Note the slot on `deployment_id` given back; the request's lease, None when it has
+        none here. A lease left with nothing to beat for is forgotten."""
+        lease = self.get(request_id)
+        if lease is not None and lease.deployment_id == deployment_id:
+            lease.deployment_id = None
+            if not (lease.key_conc or lease.org_conc):
+                del self[request_id]
+        return lease
+
+    def drop_expired(self, now_mono: float) -> None:
+        """Forget leases older than the hold TTL: never settled, no more beats, they lapse."""
+        for rid in [r for r, lease in self.items() if lease.expired(now_mono)]:
+            del self[rid]
+
+
 class Heartbeat:
     """Runs `beat` every EZAT_SLOT_HEARTBEAT_SECONDS on the loop that has leases.
 

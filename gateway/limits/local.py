@@ -16,31 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.limits.base import (
-    AdmitRequest,
-    Admitted,
-    CapacityExhausted,
-    ConcurrencyLimited,
-    FairShareLimited,
-    InsufficientFunds,
-    LimiterUnavailable,
-    RateInfo,
-    RateLimited,
-)
-from gateway.limits.common import (
-    Heartbeat,
-    Lease,
-    MoneySource,
-    SeedRunner,
-    SeedTicket,
-    candidate_share,
-    fair_share_active_seconds,
-    hold_ttl_seconds,
-    reseed_seconds,
-    share_caps,
-    slot_lease_seconds,
-    unflushed_hold_seconds,
-)
+from gateway.limits import base, common
+from gateway.limits.base import AdmitRequest, Admitted, Limiter, RateInfo, RequestEnd, SlotRequest
+from gateway.limits.common import Heartbeat, Lease, LeaseBook, MoneySource, SeedRunner, SeedTicket
 from gateway.limits.periods import TOTAL_PERIOD, day_id, minute_window, month_id, retry_after
 from gateway.limits.settlement import (
     KEY_SIGN,
@@ -87,7 +65,7 @@ class _KeyMonth:
         self.spent, self.charged = tally.value, tally.charged
 
 
-class LocalLimiter:
+class LocalLimiter(Limiter):
     def __init__(
         self,
         *,
@@ -114,7 +92,7 @@ class LocalLimiter:
         self._refused: dict[int, dict[int, float]] = {}  # deployment -> org -> active until
         # ("k", key id) | ("o", org id) -> request id -> lease end (insertion = expiry order)
         self._conc: dict[tuple[str, int], dict[str, float]] = {}
-        self._leases: dict[str, Lease] = {}  # this process's live requests, for the heartbeat
+        self._leases = LeaseBook()  # this process's live requests, for the heartbeat
         self._seeder = SeedRunner(money, self._write_seed)
         # Beats on its own only with the real clock: tests with a fake clock call heartbeat().
         self._beats = (clock is time.time) if heartbeat is None else heartbeat
@@ -128,7 +106,7 @@ class LocalLimiter:
                 return outcome
             if attempt == 0:
                 await self._seeder.seed(outcome)
-        raise LimiterUnavailable("money state could not be loaded")
+        raise base.LimiterUnavailable("money state could not be loaded")
 
     def _try_admit(self, req: AdmitRequest) -> Admitted | list[SeedTicket]:
         reseeds: list[SeedTicket] = []
@@ -149,7 +127,7 @@ class LocalLimiter:
         window = self._rpm.get(req.key_id)
         count = window[1] if window is not None and window[0] == minute else 0
         if count >= limit:
-            raise RateLimited(RateInfo(limit, 0, reset_at), retry_after(now, reset_at))
+            raise base.RateLimited(RateInfo(limit, 0, reset_at), retry_after(now, reset_at))
         rate_now = RateInfo(limit, max(0, limit - count), reset_at)
 
         org: _OrgState | None = None
@@ -171,7 +149,7 @@ class LocalLimiter:
                 return need
             # Claimed whatever the outcome: an org refused for lack of money must still learn
             # of credit granted elsewhere. seeded_at is bookkeeping, not consumed by the request.
-            reseed_after = reseed_seconds()
+            reseed_after = common.reseed_seconds()
             if now - org.seeded_at >= reseed_after:
                 org.seeded_at = now  # no second reseed until the next interval
                 reseeds.append(
@@ -191,11 +169,11 @@ class LocalLimiter:
                 req.spend_cap_nano,
             )
             if scope == "key_cap":
-                raise InsufficientFunds(scope, rate_now, req.cap_period)
+                raise base.InsufficientFunds(scope, rate_now, req.cap_period)
             if scope is not None:
-                raise InsufficientFunds(scope, rate_now)
+                raise base.InsufficientFunds(scope, rate_now)
 
-        lease_end = now + slot_lease_seconds()
+        lease_end = now + common.slot_lease_seconds()
         conc: list[tuple[str, int]] = []
         for scope, ident, most in (
             ("k", req.key_id, req.key_concurrency),
@@ -203,7 +181,7 @@ class LocalLimiter:
         ):
             if most is not None:
                 if len(self._live_conc((scope, ident), now)) >= most:
-                    raise ConcurrencyLimited("key" if scope == "k" else "org", most, rate_now)
+                    raise base.ConcurrencyLimited("key" if scope == "k" else "org", most, rate_now)
                 conc.append((scope, ident))
 
         chosen: int | None = None
@@ -211,7 +189,7 @@ class LocalLimiter:
         for candidate in req.candidates:
             deployment_id, max_concurrency = candidate[0], candidate[1]
             verdict, cap, shared = self._verdict(
-                deployment_id, max_concurrency, candidate_share(candidate), req.org_id, now
+                deployment_id, max_concurrency, common.candidate_share(candidate), req.org_id, now
             )
             if verdict == _ROOM:
                 chosen = deployment_id
@@ -219,17 +197,19 @@ class LocalLimiter:
             if verdict == _SHARE and share_refusal is None:
                 share_refusal = (cap, max_concurrency, shared)
         if req.candidates and chosen is None:
-            until = now + fair_share_active_seconds()
+            until = now + common.fair_share_active_seconds()
             for candidate in req.candidates:
                 self._refused.setdefault(candidate[0], {})[req.org_id] = until
             if share_refusal is not None:
-                raise FairShareLimited(*share_refusal, rate_now)
-            raise CapacityExhausted(rate_now, 1)
+                raise base.FairShareLimited(*share_refusal, rate_now)
+            raise base.CapacityExhausted(rate_now, 1)
 
         # Everything passed: commit rate, hold, slot and concurrency together.
         self._rpm[req.key_id] = (minute, count + 1)
         if org is not None:
-            self._add_hold(org, req.request_id, req.key_id, req.hold_nano, now + hold_ttl_seconds())
+            self._add_hold(
+                org, req.request_id, req.key_id, req.hold_nano, now + common.hold_ttl_seconds()
+            )
         if chosen is not None:
             self._take_slot(chosen, req.request_id, req.org_id, lease_end)
         for target in conc:
@@ -275,16 +255,8 @@ class LocalLimiter:
             if not hold.settled:
                 self._release(org, hold)
 
-    async def settle(
-        self,
-        request_id: str,
-        *,
-        key_id: int,
-        org_id: int,
-        hold_nano: int,
-        cost_nano: int,
-        deployment_id: int | None = None,
-    ) -> None:
+    async def _settle(self, end: RequestEnd) -> None:
+        request_id, key_id, org_id, hold_nano, cost_nano, deployment_id = end
         self._release_leases(request_id, deployment_id)
         if not touches_money(hold_nano, cost_nano):
             return
@@ -323,19 +295,12 @@ class LocalLimiter:
                 if state is not None and tally is not None:
                     state.store(tally)
 
-    async def hold_unflushed(
-        self,
-        request_id: str,
-        *,
-        key_id: int,
-        org_id: int,
-        cost_nano: int,
-        deployment_id: int | None = None,
-    ) -> None:
+    async def _hold_unflushed(self, end: RequestEnd) -> None:
+        request_id, key_id, org_id, _, cost_nano, deployment_id = end
         self._release_leases(request_id, deployment_id)
         if cost_nano <= 0:
             return
-        expires = self._clock() + unflushed_hold_seconds()
+        expires = self._clock() + common.unflushed_hold_seconds()
         with self._lock:
             org = self._orgs.setdefault(org_id, _OrgState())
             hold = org.holds.get(request_id)
@@ -448,7 +413,7 @@ class LocalLimiter:
         """
         if len(self._live_slots(deployment_id, now)) >= max_concurrency:
             return _FULL, max_concurrency, False
-        shared_cap, lone_cap = share_caps(max_concurrency, share)
+        shared_cap, lone_cap = common.share_caps(max_concurrency, share)
         if lone_cap >= max_concurrency:
             return _ROOM, max_concurrency, False
         counts = self._org_slots.get(deployment_id, {})
@@ -462,40 +427,25 @@ class LocalLimiter:
             return _SHARE, cap, others
         return _ROOM, cap, others
 
-    async def acquire_slot(
-        self,
-        request_id: str,
-        deployment_id: int,
-        max_concurrency: int,
-        *,
-        org_id: int = 0,
-        share: float = 1.0,
-    ) -> bool:
+    async def _acquire_slot(self, slot: SlotRequest) -> bool:
+        request_id, deployment_id, max_concurrency, org_id, share = slot
         now = self._clock()
         with self._lock:
             slots = self._live_slots(deployment_id, now)
             if request_id not in slots:
                 verdict, _, _ = self._verdict(deployment_id, max_concurrency, share, org_id, now)
                 if verdict != _ROOM:
-                    until = now + fair_share_active_seconds()
+                    until = now + common.fair_share_active_seconds()
                     self._refused.setdefault(deployment_id, {})[org_id] = until
                     return False
-            self._take_slot(deployment_id, request_id, org_id, now + slot_lease_seconds())
-            lease = self._leases.get(request_id)
-            if lease is None:
-                self._leases[request_id] = Lease(0, org_id, deployment_id, False, False)
-            else:
-                lease.deployment_id = deployment_id
+            self._take_slot(deployment_id, request_id, org_id, now + common.slot_lease_seconds())
+            self._leases.took_slot(request_id, org_id, deployment_id)
             return True
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None:
         with self._lock:
             self._drop_slot(deployment_id, request_id)
-            lease = self._leases.get(request_id)
-            if lease is not None and lease.deployment_id == deployment_id:
-                lease.deployment_id = None
-                if not (lease.key_conc or lease.org_conc):
-                    del self._leases[request_id]  # nothing left to beat for
+            self._leases.gave_back_slot(request_id, deployment_id)
 
     def _release_leases(self, request_id: str, deployment_id: int | None) -> None:
         with self._lock:
@@ -520,11 +470,10 @@ class LocalLimiter:
         """Extend every live lease of this process (in-process state dies with the process, so
         this matters for the contract only: both implementations expire unbeaten leases)."""
         now = self._clock()
-        until = now + slot_lease_seconds()
+        until = now + common.slot_lease_seconds()
         mono = time.monotonic()
         with self._lock:
-            for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
-                del self._leases[rid]  # never settled: no more beats, its leases lapse
+            self._leases.drop_expired(mono)
             for rid, lease in self._leases.items():
                 d = lease.deployment_id
                 if d is not None and rid in self._live_slots(d, now):

@@ -17,164 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-import redis.asyncio as redis_async
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import NoBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import ClusterDownError, MaxConnectionsError, SlotNotCoveredError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry as SyncRetry
-
-from core.redis_clients import cluster_mode, sync_client, tag
-from gateway.limits import scripts, settlement
-from gateway.limits.base import (
-    AdmitRequest,
-    Admitted,
-    CapacityExhausted,
-    ConcurrencyLimited,
-    FairShareLimited,
-    InsufficientFunds,
-    LimiterUnavailable,
-    RateInfo,
-    RateLimited,
-)
-from gateway.limits.common import (
-    ERRORS,
-    FAIL_OPEN,
-    Heartbeat,
-    Lease,
-    MoneySource,
-    SeedRunner,
-    SeedTicket,
-    candidate_share,
-    failopen_rpm,
-    fair_share_active_seconds,
-    hold_ttl_seconds,
-    reseed_seconds,
-    share_caps,
-    slot_lease_seconds,
-    unflushed_hold_seconds,
-)
+from core.redis_clients import tag
+from gateway.limits import base, common, settlement
+from gateway.limits.base import AdmitRequest, Admitted, Limiter, RateInfo, RequestEnd, SlotRequest
+from gateway.limits.common import Heartbeat, Lease, LeaseBook, MoneySource, SeedRunner, SeedTicket
 from gateway.limits.local import LocalLimiter
 from gateway.limits.periods import month_ttl_seconds, period_id, period_ttl_seconds, retry_after
-from gateway.limits.resp import RespClient, ScriptRef
+from gateway.limits.redis_conn import UNREACHABLE, CircuitOpen, Conn, pool_exhausted
 
 logger = logging.getLogger("gateway.limits")
-
-# OSError covers the builtin TimeoutError and socket errors that escape redis-py's wrapping; the
-# cluster errors are a Redis Cluster without a primary for the slot (failover under way).
-UNREACHABLE = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    OSError,
-    ClusterDownError,
-    SlotNotCoveredError,
-)
-
-
-class _CircuitOpen(RedisConnectionError):
-    """Redis failed moments ago; not retried until the breaker closes."""
-
 
 _ADMITTED, _RATE, _FUNDS, _CAPACITY, _NEED_SEED, _CONCURRENCY, _SHARE = 0, 1, 2, 3, 4, 5, 6
 # Leases per HEARTBEAT call (each is 3 to 5 keys): bounds one script's run time.
 _BEAT_BATCH = 200
 
-# Connections per process (one per in-flight Redis call, not per open stream).
-POOL_SIZE = 256
-POOL_WAIT_SECONDS = 2.0
 
-
-def _pool_exhausted(exc: BaseException) -> bool:
-    return isinstance(exc, MaxConnectionsError) or "No connection available" in str(exc)
-
-
-def _client_kwargs(socket_timeout: float, connect_timeout: float) -> dict[str, Any]:
-    # redis-py's default retry is 10 attempts with backoff up to 1 s: seconds of stall per
-    # request when Redis is down. One immediate retry heals a pooled connection that Redis
-    # closed (restart, idle timeout) without hiding an outage.
-    return {
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": connect_timeout,
-        "retry": AsyncRetry(NoBackoff(), 1),
-        "decode_responses": True,
-    }
-
-
-class _Conn:
-    """A client and its registered scripts, bound to one event loop (redis.asyncio requires it)."""
-
-    def __init__(
-        self, url: str, socket_timeout: float, connect_timeout: float, *, lean: bool = True
-    ) -> None:
-        cluster = cluster_mode()
-        self.client: Any
-        if cluster:
-            # redis-py's cluster client: one pool per primary. Every script's keys share the
-            # limiter's hash tag (RedisLimiter._p), so each call goes to one primary.
-            from redis.asyncio.cluster import RedisCluster
-
-            self.client = RedisCluster.from_url(
-                url, max_connections=POOL_SIZE, **_client_kwargs(socket_timeout, connect_timeout)
-            )
-        else:
-            # A blocking pool: a burst beyond the pool's size waits (bounded) for a free
-            # connection instead of failing. redis-py's default pool raises at 100 connections,
-            # which the limiter took for "Redis down" and answered 503 to a 1,000-stream burst.
-            pool = redis_async.BlockingConnectionPool.from_url(
-                url,
-                max_connections=POOL_SIZE,
-                timeout=POOL_WAIT_SECONDS,
-                **_client_kwargs(socket_timeout, connect_timeout),
-            )
-            self.client = redis_async.Redis(connection_pool=pool)
-        self.admit = self.client.register_script(scripts.ADMIT)
-        self.settle = self.client.register_script(scripts.SETTLE)
-        self.hold_unflushed = self.client.register_script(scripts.HOLD_UNFLUSHED)
-        self.seed = self.client.register_script(scripts.SEED)
-        self.acquire = self.client.register_script(scripts.ACQUIRE_SLOT)
-        self.release = self.client.register_script(scripts.RELEASE)
-        self.heartbeat = self.client.register_script(scripts.HEARTBEAT)
-        self.in_flight = self.client.register_script(scripts.IN_FLIGHT)
-        # The per-request scripts go through the lean pipelined client when the URL allows it
-        # (one plain server: the lean client does not follow a cluster's slot map).
-        self.fast = (
-            RespClient(url, socket_timeout=socket_timeout, connect_timeout=connect_timeout)
-            if lean and not cluster and RespClient.supports(url)
-            else None
-        )
-
-        self._refs = {
-            id(script): ScriptRef(script.sha, str(script.script))
-            for script in (
-                self.admit,
-                self.settle,
-                self.hold_unflushed,
-                self.acquire,
-                self.release,
-                self.heartbeat,
-            )
-        }
-
-    async def run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        if self.fast is not None:
-            return await self.fast.evalsha(self._refs[id(script)], keys, args)
-        return await script(keys=keys, args=args)
-
-    async def aclose(self) -> None:
-        if self.fast is not None:
-            await self.fast.aclose()
-        await self.client.aclose()
-
-
-class RedisLimiter:
+class RedisLimiter(Limiter):
     def __init__(
         self,
         url: str,
@@ -202,31 +65,31 @@ class RedisLimiter:
         self._breaker_seconds = breaker_seconds
         self._lean = lean_client  # False: redis-py for every call (tests of that path)
         self._down_until = 0.0  # monotonic
-        self._conn: _Conn | None = None
+        self._conn: Conn | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._seeder = SeedRunner(money, self._write_seed)
         # Per-process fallback for free requests while Redis is down (never used for money).
         self._fallback = LocalLimiter(money=money, clock=clock or time.time, heartbeat=False)
         # This process's live requests holding leases in Redis (slots, key/org concurrency).
-        self._leases: dict[str, Lease] = {}
+        self._leases = LeaseBook()
         # Beats on its own only with Redis's clock: tests with a fake clock call heartbeat().
         self._beats = (clock is None) if heartbeat is None else heartbeat
         self._heartbeat = Heartbeat(self.heartbeat)
 
     # --- plumbing ---------------------------------------------------------------------------
-    def _redis(self) -> _Conn:
+    def _redis(self) -> Conn:
         if time.monotonic() < self._down_until:
-            raise _CircuitOpen("circuit open after a recent failure")
+            raise CircuitOpen("circuit open after a recent failure")
         loop = asyncio.get_running_loop()
         if self._conn is None or self._loop is not loop:
-            self._conn = _Conn(self._url, *self._timeouts, lean=self._lean)
+            self._conn = Conn(self._url, *self._timeouts, lean=self._lean)
             self._loop = loop
         return self._conn
 
     def _trip(self, op: str, exc: BaseException) -> None:
-        if isinstance(exc, _CircuitOpen):
+        if isinstance(exc, CircuitOpen):
             return  # already open: re-tripping would keep it open for as long as traffic flows
-        if _pool_exhausted(exc):
+        if pool_exhausted(exc):
             # Redis is fine, this process is saturated: fail this request, not all of them.
             logger.warning("limits: redis pool exhausted during %s", op)
             return
@@ -295,15 +158,17 @@ class RedisLimiter:
                     return self._outcome(req, res)
                 if attempt == 0:
                     await self._seeder.seed(self._tickets(req, res, 4, "init"))
-            raise LimiterUnavailable("money state could not be loaded")
+            raise base.LimiterUnavailable("money state could not be loaded")
         except UNREACHABLE as exc:
             self._trip("admit", exc)
             if req.hold_nano > 0:
-                raise LimiterUnavailable(
+                raise base.LimiterUnavailable(
                     "balance and spend limits cannot be checked right now"
                 ) from exc
-            FAIL_OPEN.inc()
-            return await self._fallback.admit(replace(req, rpm_limit=failopen_rpm(req.rpm_limit)))
+            common.FAIL_OPEN.inc()
+            return await self._fallback.admit(
+                replace(req, rpm_limit=common.failopen_rpm(req.rpm_limit))
+            )
 
     async def _run_admit(self, req: AdmitRequest) -> list[Any]:
         conn = self._redis()
@@ -320,18 +185,21 @@ class RedisLimiter:
             req.rpm_limit,
             "" if req.spend_cap_nano is None else req.spend_cap_nano,
             req.hold_nano,
-            int(hold_ttl_seconds() * 1000),
-            int(reseed_seconds() * 1000),
+            int(common.hold_ttl_seconds() * 1000),
+            int(common.reseed_seconds() * 1000),
             period_ttl_seconds(month, wall),
             self._now_arg(),
             "" if req.key_concurrency is None else req.key_concurrency,
             "" if req.org_concurrency is None else req.org_concurrency,
             req.org_id,
-            int(slot_lease_seconds() * 1000),
-            int(fair_share_active_seconds() * 1000),
+            int(common.slot_lease_seconds() * 1000),
+            int(common.fair_share_active_seconds() * 1000),
         ]
         for candidate in req.candidates:
-            args += [candidate[1], *share_caps(candidate[1], candidate_share(candidate))]
+            args += [
+                candidate[1],
+                *common.share_caps(candidate[1], common.candidate_share(candidate)),
+            ]
         res: list[Any] = await conn.run(conn.admit, keys, args)
         res.append(month)  # for the tickets
         return res
@@ -360,24 +228,26 @@ class RedisLimiter:
         limit = req.rpm_limit
         reset_at = reset_ms / 1000
         if status == _RATE:
-            raise RateLimited(RateInfo(limit, 0, reset_at), retry_after(now_ms / 1000, reset_at))
+            raise base.RateLimited(
+                RateInfo(limit, 0, reset_at), retry_after(now_ms / 1000, reset_at)
+            )
         reseeds = self._tickets(req, res, 5, "reseed")  # claimed by this call, even if refused
         if reseeds:
             self._seeder.reseed_later(reseeds)
         rate_now = RateInfo(limit, max(0, limit - count), reset_at)
         if status == _FUNDS:
             if int(res[4]) == 1:
-                raise InsufficientFunds("key_cap", rate_now, req.cap_period)
-            raise InsufficientFunds("org_balance", rate_now)
+                raise base.InsufficientFunds("key_cap", rate_now, req.cap_period)
+            raise base.InsufficientFunds("org_balance", rate_now)
         if status == _CAPACITY:
-            raise CapacityExhausted(rate_now, 1)
+            raise base.CapacityExhausted(rate_now, 1)
         if status == _CONCURRENCY:
             if int(res[4]) == 1:
-                raise ConcurrencyLimited("key", int(req.key_concurrency or 0), rate_now)
-            raise ConcurrencyLimited("org", int(req.org_concurrency or 0), rate_now)
+                raise base.ConcurrencyLimited("key", int(req.key_concurrency or 0), rate_now)
+            raise base.ConcurrencyLimited("org", int(req.org_concurrency or 0), rate_now)
         if status == _SHARE:
             at = int(res[11])
-            raise FairShareLimited(
+            raise base.FairShareLimited(
                 int(res[4]), int(req.candidates[at - 1][1]), bool(int(res[12])), rate_now
             )
         chosen = int(res[4])
@@ -405,7 +275,7 @@ class RedisLimiter:
             return bool(await self._redis().seed(keys=[key], args=args))
         except UNREACHABLE as exc:
             self._trip("seed", exc)
-            raise LimiterUnavailable("money state cannot be stored right now") from exc
+            raise base.LimiterUnavailable("money state cannot be stored right now") from exc
 
     # --- settlement -------------------------------------------------------------------------
     def _pop_lease_keys(
@@ -420,16 +290,8 @@ class RedisLimiter:
         where = deployment_id if deployment_id is not None else lease.deployment_id
         return self._lease_keys(request_id, lease, where)[0]
 
-    async def settle(
-        self,
-        request_id: str,
-        *,
-        key_id: int,
-        org_id: int,
-        hold_nano: int,
-        cost_nano: int,
-        deployment_id: int | None = None,
-    ) -> None:
+    async def _settle(self, end: RequestEnd) -> None:
+        request_id, key_id, org_id, hold_nano, cost_nano, deployment_id = end
         if deployment_id is not None:
             await self._fallback.release_slot(request_id, deployment_id)  # if taken there
         lease_keys = self._pop_lease_keys(request_id, key_id, org_id, deployment_id)
@@ -464,17 +326,10 @@ class RedisLimiter:
             # record, so the next seed or reseed after Redis returns counts it. Swallowed,
             # logged, counted.
             self._trip("settle", exc)
-            ERRORS.labels("settle").inc()
+            common.ERRORS.labels("settle").inc()
 
-    async def hold_unflushed(
-        self,
-        request_id: str,
-        *,
-        key_id: int,
-        org_id: int,
-        cost_nano: int,
-        deployment_id: int | None = None,
-    ) -> None:
+    async def _hold_unflushed(self, end: RequestEnd) -> None:
+        request_id, key_id, org_id, _, cost_nano, deployment_id = end
         lease_keys = self._pop_lease_keys(request_id, key_id, org_id, deployment_id)
         if cost_nano <= 0:
             if lease_keys:
@@ -483,7 +338,7 @@ class RedisLimiter:
         args = [
             request_id,
             cost_nano,
-            int(unflushed_hold_seconds() * 1000),
+            int(common.unflushed_hold_seconds() * 1000),
             self._now_arg(),
             org_id,
             key_id,
@@ -495,7 +350,7 @@ class RedisLimiter:
             # The worst-case hold stays until its TTL (conservative); the flusher's settle
             # charges the cost once the row is stored. Swallowed, logged, counted.
             self._trip("hold_unflushed", exc)
-            ERRORS.labels("hold_unflushed").inc()
+            common.ERRORS.labels("hold_unflushed").inc()
 
     async def _release(self, request_id: str, org_id: int, keys: list[str], op: str) -> None:
         try:
@@ -503,27 +358,20 @@ class RedisLimiter:
             await conn.run(conn.release, keys, [request_id, org_id, self._now_arg()])
         except UNREACHABLE as exc:
             self._trip(op, exc)
-            ERRORS.labels(op).inc()  # the leases lapse by themselves (no more heartbeats)
+            common.ERRORS.labels(op).inc()  # the leases lapse by themselves (no more heartbeats)
 
     # --- capacity ---------------------------------------------------------------------------
-    async def acquire_slot(
-        self,
-        request_id: str,
-        deployment_id: int,
-        max_concurrency: int,
-        *,
-        org_id: int = 0,
-        share: float = 1.0,
-    ) -> bool:
+    async def _acquire_slot(self, slot: SlotRequest) -> bool:
+        request_id, deployment_id, max_concurrency, org_id, share = slot
         try:
             args = [
                 request_id,
                 max_concurrency,
-                int(slot_lease_seconds() * 1000),
+                int(common.slot_lease_seconds() * 1000),
                 self._now_arg(),
                 org_id,
-                *share_caps(max_concurrency, share),
-                int(fair_share_active_seconds() * 1000),
+                *common.share_caps(max_concurrency, share),
+                int(common.fair_share_active_seconds() * 1000),
             ]
             conn = self._redis()
             keys = self._deployment_keys(deployment_id, org_id)
@@ -531,28 +379,16 @@ class RedisLimiter:
         except UNREACHABLE as exc:
             # Failover of an already admitted request: fail open on the per-process slots.
             self._trip("acquire_slot", exc)
-            FAIL_OPEN.inc()
-            return await self._fallback.acquire_slot(
-                request_id, deployment_id, max_concurrency, org_id=org_id, share=share
-            )
-        if taken:
-            lease = self._leases.get(request_id)
-            if lease is None:
-                self._leases[request_id] = Lease(0, org_id, deployment_id, False, False)
-                if self._beats:
-                    self._heartbeat.ensure()
-            else:
-                lease.deployment_id = deployment_id
+            common.FAIL_OPEN.inc()
+            return await self._fallback._acquire_slot(slot)  # the same call, on its storage
+        if taken and self._leases.took_slot(request_id, org_id, deployment_id) and self._beats:
+            self._heartbeat.ensure()
         return taken
 
     async def release_slot(self, request_id: str, deployment_id: int) -> None:
         await self._fallback.release_slot(request_id, deployment_id)  # in case it was taken there
-        lease = self._leases.get(request_id)
+        lease = self._leases.gave_back_slot(request_id, deployment_id)
         org_id = lease.org_id if lease is not None else 0
-        if lease is not None and lease.deployment_id == deployment_id:
-            lease.deployment_id = None
-            if not (lease.key_conc or lease.org_conc):
-                del self._leases[request_id]  # nothing left to beat for
         slots, mine, orgs, _ = self._deployment_keys(deployment_id, org_id)
         keys = [slots, mine, orgs] if lease is not None else [slots]
         await self._release(request_id, org_id, keys, "release_slot")
@@ -560,12 +396,11 @@ class RedisLimiter:
     async def heartbeat(self) -> None:
         """Extend this process's leases: one HEARTBEAT call per batch of live requests."""
         mono = time.monotonic()
-        for rid in [r for r, lease in self._leases.items() if lease.expired(mono)]:
-            del self._leases[rid]  # never settled: no more beats, its leases lapse
+        self._leases.drop_expired(mono)
         items = list(self._leases.items())
         for start in range(0, len(items), _BEAT_BATCH):
             keys: list[str] = []
-            args: list[Any] = [self._now_arg(), int(slot_lease_seconds() * 1000)]
+            args: list[Any] = [self._now_arg(), int(common.slot_lease_seconds() * 1000)]
             for rid, lease in items[start : start + _BEAT_BATCH]:
                 lease_keys, members = self._lease_keys(rid, lease, lease.deployment_id)
                 keys += lease_keys
@@ -577,13 +412,13 @@ class RedisLimiter:
                 lost = int(await conn.run(conn.heartbeat, keys, args))
             except UNREACHABLE as exc:
                 self._trip("heartbeat", exc)
-                ERRORS.labels("heartbeat").inc()
+                common.ERRORS.labels("heartbeat").inc()
                 return
             if lost:
                 # Leases that lapsed before this beat (the loop stalled longer than a lease):
                 # those requests run uncounted until they end. Logged, never raised.
                 logger.warning("limits: %d leases lapsed before their heartbeat", lost)
-                ERRORS.labels("lease_lapsed").inc(lost)
+                common.ERRORS.labels("lease_lapsed").inc(lost)
 
     async def open_holds(self, org_id: int) -> int:
         """The org's `held` field: one HGET (expired holds are purged by the next admission,
@@ -592,7 +427,7 @@ class RedisLimiter:
             held = await self._redis().client.hget(self._org_keys(org_id)[0], "held")
         except UNREACHABLE as exc:
             self._trip("open_holds", exc)
-            raise LimiterUnavailable("open holds are unavailable (Redis)") from exc
+            raise base.LimiterUnavailable("open holds are unavailable (Redis)") from exc
         return max(0, int(held or 0))
 
     async def in_flight(self, deployment_ids: list[int]) -> dict[int, int]:
@@ -603,54 +438,8 @@ class RedisLimiter:
             counts = await self._redis().in_flight(keys=keys, args=[self._now_arg()])
         except UNREACHABLE as exc:
             self._trip("in_flight", exc)
-            raise LimiterUnavailable("concurrency counts are unavailable (Redis)") from exc
+            raise base.LimiterUnavailable("concurrency counts are unavailable (Redis)") from exc
         return {d: int(c) for d, c in zip(deployment_ids, counts, strict=True)}
 
 
-# --- credit notifications (sync: called from transaction.on_commit in any process) ------------
-_sync_clients: dict[str, Any] = {}  # redis.Redis, or redis.cluster.RedisCluster
-_sync_lock = threading.Lock()
-
-
-def _sync_client(url: str) -> Any:
-    with _sync_lock:
-        client = _sync_clients.get(url)
-        if client is None:
-            kwargs = _client_kwargs(0.5, 0.25)
-            kwargs["retry"] = SyncRetry(NoBackoff(), 1)
-            client = sync_client(url, **kwargs)
-            _sync_clients[url] = client
-        return client
-
-
-def notify_credit_redis(url: str, prefix: str, org_id: int, amount_nano: int) -> None:
-    """Make a credit spendable now if the org's state is loaded (if not, the seed reads it)."""
-    try:
-        client = _sync_client(url)
-        script = client.register_script(scripts.NOTIFY_CREDIT)  # EVALSHA, loads on NOSCRIPT
-        script(keys=[f"{tag(prefix)}org:{org_id}"], args=[amount_nano])
-    except UNREACHABLE as exc:
-        # Best effort: the credit is in the DB; the periodic reseed makes it spendable.
-        ERRORS.labels("notify_credit").inc()
-        logger.warning("limits: credit notification for org %s failed: %s", org_id, exc)
-
-
-def open_holds_redis(url: str, prefix: str, org_id: int) -> int | None:
-    """The org's open holds (sync, for dashboard pages): one HGET; None if Redis is down."""
-    try:
-        held = _sync_client(url).hget(f"{tag(prefix)}org:{org_id}", "held")
-    except UNREACHABLE as exc:
-        ERRORS.labels("open_holds").inc()
-        logger.warning("limits: open holds of org %s unavailable: %s", org_id, exc)
-        return None
-    return max(0, int(held or 0))  # type: ignore[arg-type]
-
-
-def close_sync_clients() -> None:
-    with _sync_lock:
-        for client in _sync_clients.values():
-            client.close()
-        _sync_clients.clear()
-
-
-__all__ = ["RedisLimiter", "close_sync_clients", "notify_credit_redis", "open_holds_redis"]
+__all__ = ["RedisLimiter"]

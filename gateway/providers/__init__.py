@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-import orjson
+from gateway.errors import GatewayError, from_upstream
+from gateway.protocols.anthropic.sse import SSEParser
 
 if TYPE_CHECKING:
     from catalog.snapshot import DeploymentInfo, Route
-    from gateway.errors import GatewayError
     from gateway.protocols.anthropic.sse import SSEEvent
 
 MESSAGES_PATH = "/v1/messages"
@@ -56,22 +56,22 @@ class ProviderRequest:
     state: Any = None
 
 
+class ProviderCall(NamedTuple):
+    """One Messages call as the upstream client hands it to a provider (a tuple: built once
+    per attempt, on every request's path)."""
+
+    deployment: DeploymentInfo
+    target: Any  # where it goes: scheme in origin[0], host_header, path_prefix
+    path: str  # MESSAGES_PATH or COUNT_PATH (or a relayed API's path, for OpenAI)
+    body: bytes  # the Messages body with the provider's model id
+    beta: str | None  # the caller's anthropic-beta header
+    route: Route | None = None  # what the catalog says of the model there
+    tenant: tuple[int, str] | None = None  # org and session, for providers keying a cache by them
+
+
 class Provider(Protocol):
-    async def prepare(
-        self,
-        deployment: DeploymentInfo,
-        target: Any,
-        path: str,
-        body: bytes,
-        beta: str | None,
-        *,
-        route: Route | None = None,
-        tenant: tuple[int, str] | None = None,
-    ) -> ProviderRequest:
-        """The provider's request for a Messages call (`path` is MESSAGES_PATH or COUNT_PATH;
-        `body` the Messages body with the provider's model id); `target` is where it goes
-        (scheme in origin[0], host_header, path_prefix); `route` what the catalog says of the
-        model there; `tenant` the org and session, for providers that key a cache by them."""
+    async def prepare(self, call: ProviderCall) -> ProviderRequest:
+        """The provider's request for a Messages call."""
         ...
 
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError: ...
@@ -81,6 +81,22 @@ class Provider(Protocol):
     def json_reply(self, path: str, payload: bytes, state: Any) -> bytes:
         """The provider's JSON answer as Anthropic's (a Message, or count_tokens' answer)."""
         ...
+
+
+class AnthropicAnswers:
+    """The answering half of a provider whose answers are Anthropic's own (Anthropic's API, and
+    Claude on Vertex): errors in Anthropic's envelope, a stream of its SSE events, replies as
+    they came. Such a provider writes only its `prepare` (and `error`, where its platform has
+    an envelope of its own)."""
+
+    def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError:
+        return from_upstream(status, payload)
+
+    def decoder(self, state: Any) -> SSEParser:
+        return SSEParser()
+
+    def json_reply(self, path: str, payload: bytes, state: Any) -> bytes:
+        return payload
 
 
 class PlatformAuthError(ConnectionError):
@@ -120,15 +136,3 @@ def local_reply(kind: str, path: str, body: bytes) -> bytes | None:
     endpoint), or None: call it."""
     answer = getattr(provider(kind), "local_reply", None)
     return answer(path, body) if answer is not None else None
-
-
-def platform_body(body: bytes, version: str, *, keep_model: bool, keep_stream: bool) -> Any:
-    """The Messages body as Bedrock and Vertex take it: `anthropic_version` in the body, no
-    `model` (the URL names it) unless kept, `stream` only where the platform reads it."""
-    data = orjson.loads(body)
-    stream = bool(data.get("stream"))
-    model = data.get("model") if keep_model else data.pop("model", None)
-    if not keep_stream:
-        data.pop("stream", None)
-    data["anthropic_version"] = version
-    return data, stream, model

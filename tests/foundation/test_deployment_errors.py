@@ -21,7 +21,7 @@ from accounts.services import create_org
 from billing.models import RequestLog
 from catalog.models import Deployment
 from catalog.services import load_catalog
-from gateway.exchange import _connect_error
+from gateway.attempt import _connect_error
 from gateway.providers import PlatformAuthError
 from gateway.selectors import last_attempt_errors
 

@@ -353,7 +353,7 @@ async def test_notification_also_triggers_a_reread(make_limiter, money, settings
     """A reseed that read the DB after the grant committed but wrote before its notification
     arrived would count the credit twice; the notification marks the state for a reread that
     heals it."""
-    from gateway.limits.redis import notify_credit_redis
+    from gateway.limits.redis_conn import notify_credit_redis
 
     settings.EZAT_MONEY_RESEED_SECONDS = 3600
     money.org[1] = 1_500  # the DB already includes a 500 grant

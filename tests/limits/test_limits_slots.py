@@ -20,7 +20,8 @@ from redis.crc import key_slot
 from core.redis_clients import tag
 from gateway import prefix_digest
 from gateway.checkpoints import RedisStore
-from gateway.limits.redis import RedisLimiter, notify_credit_redis, open_holds_redis
+from gateway.limits.redis import RedisLimiter
+from gateway.limits.redis_conn import notify_credit_redis, open_holds_redis
 from gateway.limits.resp import RespClient
 from gateway.routing import cooldown_key
 from gateway.signed_kinds import SignedKinds

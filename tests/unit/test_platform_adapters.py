@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from catalog.snapshot import DeploymentInfo
-from gateway.providers import COUNT_PATH, MESSAGES_PATH
+from gateway.providers import COUNT_PATH, MESSAGES_PATH, ProviderCall
 from gateway.providers.bedrock import BedrockProvider, model_path
 from gateway.providers.vertex import VertexProvider
 from gateway.upstream import UpstreamClient
@@ -47,7 +47,7 @@ def test_bedrock_body_url_betas_and_api_key() -> None:
     target = UpstreamClient()._target(dep.base_url)
     call = _run(
         BedrockProvider().prepare(
-            dep, target, MESSAGES_PATH, orjson.dumps(BODY), "context-1m-2025-08-07,b2"
+            ProviderCall(dep, target, MESSAGES_PATH, orjson.dumps(BODY), "context-1m-2025-08-07,b2")
         )
     )
     path, head, body = call.path, call.headers, call.body
@@ -63,7 +63,9 @@ def test_bedrock_body_url_betas_and_api_key() -> None:
 def test_bedrock_count_tokens_wraps_the_invoke_body() -> None:
     dep = bedrock()
     target = UpstreamClient()._target(dep.base_url)
-    call = _run(BedrockProvider().prepare(dep, target, COUNT_PATH, orjson.dumps(BODY), None))
+    call = _run(
+        BedrockProvider().prepare(ProviderCall(dep, target, COUNT_PATH, orjson.dumps(BODY), None))
+    )
     path, body = call.path, call.body
     assert path.endswith("/count-tokens")
     inner = orjson.loads(base64.b64decode(orjson.loads(body)["input"]["invokeModel"]["body"]))

@@ -43,8 +43,9 @@ from botocore.utils import normalize_url_path
 from catalog.platform_config import BEDROCK_VERSION
 from catalog.snapshot import DeploymentInfo
 from gateway.errors import GatewayError
-from gateway.providers import COUNT_PATH, PlatformAuthError, ProviderRequest, platform_body
+from gateway.providers import COUNT_PATH, PlatformAuthError, ProviderCall, ProviderRequest
 from gateway.providers.bedrock.eventstream import BedrockStreamDecoder
+from gateway.providers.platforms import Status, credentials_refused, platform_body, platform_error
 
 logger = logging.getLogger(__name__)
 
@@ -52,16 +53,16 @@ SERVICE = "bedrock"  # the signing name, not the endpoint prefix bedrock-runtime
 
 # Exception name → (status the gateway reports, Anthropic error type).
 ERRORS: dict[str, tuple[int, str]] = {
-    "ThrottlingException": (429, "rate_limit_error"),
-    "ModelNotReadyException": (529, "overloaded_error"),
-    "ServiceUnavailableException": (529, "overloaded_error"),
-    "ModelStreamErrorException": (529, "overloaded_error"),
-    "InternalServerException": (500, "api_error"),
-    "ModelErrorException": (500, "api_error"),
-    "ModelTimeoutException": (504, "timeout_error"),
-    "ValidationException": (400, "invalid_request_error"),
-    "ServiceQuotaExceededException": (429, "rate_limit_error"),
-    "ResourceNotFoundException": (404, "not_found_error"),
+    "ThrottlingException": Status.RATE_LIMITED,
+    "ModelNotReadyException": Status.OVERLOADED,
+    "ServiceUnavailableException": Status.OVERLOADED,
+    "ModelStreamErrorException": Status.OVERLOADED,
+    "InternalServerException": Status.SERVER_ERROR,
+    "ModelErrorException": Status.SERVER_ERROR,
+    "ModelTimeoutException": Status.TIMED_OUT,
+    "ValidationException": Status.INVALID_REQUEST,
+    "ServiceQuotaExceededException": Status.RATE_LIMITED,
+    "ResourceNotFoundException": Status.NOT_FOUND,
 }
 # Refusals of the deployment's own credentials: the deployment's fault, not the caller's, so a
 # 502 that another deployment may not share (it fails over and counts toward a cooldown).
@@ -200,17 +201,10 @@ class BedrockProvider:
             signer = self._signers[key] = _Signer(deployment)
         return signer
 
-    async def prepare(
-        self,
-        deployment: DeploymentInfo,
-        target: Any,
-        path: str,
-        body: bytes,
-        beta: str | None,
-        **call: Any,
-    ) -> ProviderRequest:
+    async def prepare(self, call: ProviderCall) -> ProviderRequest:
+        deployment, target, path, beta = call.deployment, call.target, call.path, call.beta
         data, stream, model = platform_body(
-            body, BEDROCK_VERSION, keep_model=False, keep_stream=False
+            call.body, BEDROCK_VERSION, keep_model=False, keep_stream=False
         )
         if beta:
             data.setdefault("anthropic_beta", [b.strip() for b in beta.split(",") if b.strip()])
@@ -255,15 +249,10 @@ class BedrockProvider:
         except (orjson.JSONDecodeError, AttributeError):
             message = ""
         if name in CREDENTIAL_ERRORS or status in (401, 403):
-            return GatewayError(
-                502, f"Bedrock refused this deployment's credentials ({name or status}): {message}"
-            )
+            return credentials_refused("Bedrock", str(name or status), message)
         mapped = ERRORS.get(name)
-        if mapped is None:
-            code = 529 if status == 503 else status
-            return GatewayError(code, message or f"Bedrock answered HTTP {status}")
-        code, type_ = mapped
-        return GatewayError(code, message or name, type_=type_)
+        fallback = name if mapped is not None else f"Bedrock answered HTTP {status}"
+        return platform_error(mapped, status, message or fallback)
 
     def decoder(self, state: Any) -> BedrockStreamDecoder:
         return BedrockStreamDecoder()

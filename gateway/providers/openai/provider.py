@@ -20,13 +20,12 @@ Wire facts (docs/providers.md, with sources):
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import orjson
 
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.errors import GatewayError
-from gateway.providers import COUNT_PATH, ProviderRequest, StreamDecoder
+from gateway.providers import COUNT_PATH, ProviderCall, ProviderRequest, StreamDecoder
 from gateway.providers.openai.cache_key import derives_cache_key, tenant_cache_key
 from gateway.providers.openai.errors import provider_error
 from gateway.providers.openai.relay import RelayDecoder, RelayState
@@ -73,17 +72,8 @@ def _headers(kind: str, api_key: str) -> str:
 
 
 class OpenAIProvider:
-    async def prepare(
-        self,
-        deployment: DeploymentInfo,
-        target: Any,
-        path: str,
-        body: bytes,
-        beta: str | None,
-        *,
-        route: Route | None = None,
-        tenant: tuple[int, str] | None = None,
-    ) -> ProviderRequest:
+    async def prepare(self, call: ProviderCall) -> ProviderRequest:
+        deployment, path, body = call.deployment, call.path, call.body
         headers = request_headers(deployment)
         if path == CHAT_PATH:
             # A relayed Chat Completions call (gateway/handlers/chat_relay.py): the body is the
@@ -93,7 +83,9 @@ class OpenAIProvider:
             # A relayed Responses call (gateway/handlers/responses_relay.py), likewise.
             return ProviderRequest(path, headers, body, ResponsesRelayState(len(body) // 4))
         try:
-            translated = to_chat(orjson.loads(body), chat_target(deployment, route, tenant))
+            translated = to_chat(
+                orjson.loads(body), chat_target(deployment, call.route, call.tenant)
+            )
         except UntranslatableRequest as exc:
             raise GatewayError(400, exc.message, param=exc.param) from None
         return ProviderRequest(CHAT_PATH, headers, orjson.dumps(translated.body), translated)

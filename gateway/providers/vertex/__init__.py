@@ -18,25 +18,23 @@ deployment down, so routing prefers the others while its token runs out.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from catalog.platform_config import VERTEX_VERSION
 from catalog.snapshot import DeploymentInfo
 from gateway.errors import GatewayError, from_upstream
-from gateway.protocols.anthropic.sse import SSEParser
-from gateway.providers import COUNT_PATH, ProviderRequest, platform_body
+from gateway.providers import COUNT_PATH, AnthropicAnswers, ProviderCall, ProviderRequest
+from gateway.providers.platforms import Status, credentials_refused, platform_body, platform_error
 from gateway.providers.vertex.google_tokens import tokens
 
 GOOGLE_STATUS: dict[str, tuple[int, str]] = {
-    "RESOURCE_EXHAUSTED": (429, "rate_limit_error"),
-    "UNAVAILABLE": (529, "overloaded_error"),
-    "DEADLINE_EXCEEDED": (504, "timeout_error"),
-    "INTERNAL": (500, "api_error"),
-    "INVALID_ARGUMENT": (400, "invalid_request_error"),
-    "FAILED_PRECONDITION": (400, "invalid_request_error"),
-    "NOT_FOUND": (404, "not_found_error"),
+    "RESOURCE_EXHAUSTED": Status.RATE_LIMITED,
+    "UNAVAILABLE": Status.OVERLOADED,
+    "DEADLINE_EXCEEDED": Status.TIMED_OUT,
+    "INTERNAL": Status.SERVER_ERROR,
+    "INVALID_ARGUMENT": Status.INVALID_REQUEST,
+    "FAILED_PRECONDITION": Status.INVALID_REQUEST,
+    "NOT_FOUND": Status.NOT_FOUND,
 }
 
 
@@ -46,19 +44,12 @@ def model_base(deployment: DeploymentInfo) -> str:
     )
 
 
-class VertexProvider:
-    async def prepare(
-        self,
-        deployment: DeploymentInfo,
-        target: Any,
-        path: str,
-        body: bytes,
-        beta: str | None,
-        **call: Any,
-    ) -> ProviderRequest:
-        counting = path == COUNT_PATH
+class VertexProvider(AnthropicAnswers):
+    async def prepare(self, call: ProviderCall) -> ProviderRequest:
+        deployment, beta = call.deployment, call.beta
+        counting = call.path == COUNT_PATH
         data, stream, model = platform_body(
-            body, VERTEX_VERSION, keep_model=counting, keep_stream=True
+            call.body, VERTEX_VERSION, keep_model=counting, keep_stream=True
         )
         if counting:
             route = model_base(deployment) + "count-tokens:rawPredict"
@@ -72,12 +63,8 @@ class VertexProvider:
         return ProviderRequest(route, head, orjson.dumps(data))
 
     def error(self, status: int, headers: dict[str, str], payload: bytes) -> GatewayError:
-        if status in (401, 403):
-            # The deployment's token or project permissions: its fault, not the caller's; a
-            # 502 fails over to another deployment and counts toward this one's cooldown.
-            return GatewayError(
-                502, f"Vertex AI refused this deployment's credentials (HTTP {status})"
-            )
+        if status in (401, 403):  # the deployment's token or project permissions
+            return credentials_refused("Vertex AI", f"HTTP {status}")
         try:
             parsed = orjson.loads(payload)
         except orjson.JSONDecodeError:
@@ -86,19 +73,9 @@ class VertexProvider:
             parsed = parsed[0]
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if isinstance(error, dict) and "status" in error and "type" not in error:
-            mapped = GOOGLE_STATUS.get(str(error["status"]))
             message = str(error.get("message") or error["status"])
-            if mapped is None:
-                code = 529 if status == 503 else status
-                return GatewayError(code, message)
-            return GatewayError(mapped[0], message, type_=mapped[1])
+            return platform_error(GOOGLE_STATUS.get(str(error["status"])), status, message)
         return from_upstream(status, payload)
-
-    def decoder(self, state: Any) -> SSEParser:
-        return SSEParser()
-
-    def json_reply(self, path: str, payload: bytes, state: Any) -> bytes:
-        return payload
 
 
 PROVIDER = VertexProvider()
