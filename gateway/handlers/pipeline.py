@@ -51,9 +51,10 @@ from gateway.handlers.common import (
     snapshot,
     stream_headers,
 )
-from gateway.handlers.pump import After, pump
+from gateway.handlers.pump import After, Billed, Failure, pump
 from gateway.handlers.translated import (
     caps,
+    error_from_event,
     inline_images,
     model_name,
     upstream_body,
@@ -348,6 +349,7 @@ class _Translated:
     """A translated stream's hooks into the pump: the surface's translator and its end."""
 
     __slots__ = ("_feed", "exchange", "ping", "surface", "tr", "translator")
+    rewrite = None
 
     def __init__(
         self, surface: Surface[Any, Any], exchange: Exchange, translator: Any, tr: Translation
@@ -362,8 +364,11 @@ class _Translated:
     def feed(self, event: SSEEvent, data: dict[str, Any]) -> bytes:
         return self._feed(data)
 
-    def failure(self, err: GatewayError, event: SSEEvent | None) -> bytes:
-        return self.surface.stream_error(self.translator, err)
+    def error(self, event: SSEEvent, data: dict[str, Any]) -> Failure:
+        return self.failure(error_from_event(data))
 
-    async def end(self, event: SSEEvent) -> tuple[bytes, bytes, After]:
+    def failure(self, err: GatewayError) -> Failure:
+        return Failure(self.surface.stream_error(self.translator, err), err, Billed.OUTPUT)
+
+    async def end(self, event: SSEEvent, data: dict[str, Any]) -> tuple[bytes, bytes, After]:
         return await self.surface.stream_end(self.exchange, self.translator, self.tr)
