@@ -304,28 +304,30 @@ _DECISIONS: dict[type, str] = {
 }
 
 
+def _retry_later(
+    status: int,
+    message: str,
+    exc: limits.RateLimited
+    | limits.ConcurrencyLimited
+    | limits.FairShareLimited
+    | limits.CapacityExhausted,
+    type_: str = "rate_limit_error",
+) -> tuple[GatewayError, limits.RateInfo | None]:
+    """A refusal the client may retry after the limiter's `retry_after` seconds."""
+    headers = {"retry-after": str(exc.retry_after)}
+    return GatewayError(status, message, type_=type_, headers=headers), exc.rate
+
+
 def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.RateInfo | None]:
     if isinstance(exc, limits.RateLimited):
-        return (
-            GatewayError(
-                429,
-                "requests per minute limit of this key exceeded",
-                type_="rate_limit_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
-        )
+        return _retry_later(429, "requests per minute limit of this key exceeded", exc)
     if isinstance(exc, limits.ConcurrencyLimited):
         who = "key" if exc.scope == "key" else "organization"
-        return (
-            GatewayError(
-                429,
-                f"{who} concurrency limit of {exc.limit} requests in flight reached; "
-                "retry when one of them ends",
-                type_="rate_limit_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
+        return _retry_later(
+            429,
+            f"{who} concurrency limit of {exc.limit} requests in flight reached; "
+            "retry when one of them ends",
+            exc,
         )
     if isinstance(exc, limits.FairShareLimited):
         if exc.shared:
@@ -340,15 +342,7 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
                 f"this model's {exc.max_concurrency} requests in flight per deployment (the rest "
                 "is kept free for other organizations); retry shortly"
             )
-        return (
-            GatewayError(
-                429,
-                message,
-                type_="rate_limit_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
-        )
+        return _retry_later(429, message, exc)
     if isinstance(exc, limits.InsufficientFunds):
         message = (
             f"this key's {_CAP_PERIODS.get(exc.period, 'monthly')} spend cap would be exceeded "
@@ -368,14 +362,11 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
             exc.rate,
         )
     if isinstance(exc, limits.CapacityExhausted):
-        return (
-            GatewayError(
-                529,
-                "every deployment of this model is at capacity; retry shortly",
-                type_="overloaded_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
+        return _retry_later(
+            529,
+            "every deployment of this model is at capacity; retry shortly",
+            exc,
+            "overloaded_error",
         )
     return (
         GatewayError(
