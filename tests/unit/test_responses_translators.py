@@ -18,6 +18,7 @@ from gateway.protocols.openai_responses.outbound import (
     translate_response,
 )
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
+from gateway.protocols.openai_responses.types import Rendering
 
 from .openai_helpers import CAPS, PDF, PNG
 from .openai_stream_helpers import block_start, json_delta, message_delta, start, stop, text_delta
@@ -261,13 +262,15 @@ def test_reply_becomes_output_items_and_usage() -> None:
     }
     response, stored = translate_response(
         msg,
-        request_id="req_1",
-        model_name="m",
-        created_at=1,
-        echo={},
-        seal=fake_seal,
-        summary=True,
-        include_encrypted=False,
+        Rendering(
+            request_id="req_1",
+            model_name="m",
+            created_at=1,
+            echo={},
+            seal=fake_seal,
+            summary=True,
+            include_encrypted=False,
+        ),
     )
     assert [i["id"] for i in response["output"]] == ["rs_req_1_0", "msg_req_1_1", "fc_req_1_2"]
     assert response["output"][0]["encrypted_content"] is None  # not included
@@ -308,13 +311,15 @@ def run_stream(
     upstream: list[dict[str, Any]], **kw: Any
 ) -> tuple[list[dict[str, Any]], ResponsesStreamTranslator]:
     t = ResponsesStreamTranslator(
-        request_id="req_1",
-        model_name="m",
-        created_at=1,
-        echo={},
-        seal=kw.get("seal", fake_seal),
-        summary=kw.get("summary", True),
-        include_encrypted=kw.get("include", True),
+        Rendering(
+            request_id="req_1",
+            model_name="m",
+            created_at=1,
+            echo={},
+            seal=kw.get("seal", fake_seal),
+            summary=kw.get("summary", True),
+            include_encrypted=kw.get("include", True),
+        )
     )
     out = b"".join(t.feed(e) for e in upstream) + t.final_event()
     return parse(out), t
@@ -401,13 +406,15 @@ def test_stream_without_summary_or_include_shows_no_thinking() -> None:
 
 def test_stream_failure_is_error_then_failed() -> None:
     t = ResponsesStreamTranslator(
-        request_id="r",
-        model_name="m",
-        created_at=1,
-        echo={},
-        seal=None,
-        summary=False,
-        include_encrypted=False,
+        Rendering(
+            request_id="r",
+            model_name="m",
+            created_at=1,
+            echo={},
+            seal=None,
+            summary=False,
+            include_encrypted=False,
+        )
     )
     # Failing before any event (after keep-alives) still opens with response.created.
     events = parse(t.failure("boom", "server_error"))

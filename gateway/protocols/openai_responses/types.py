@@ -56,6 +56,22 @@ class ToolName:
 ToolMap = dict[str, ToolName]
 
 
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    """What a Responses answer is rendered with, the reply's translation (outbound.py) and the
+    stream's (stream.py) alike: the response's identity, the request fields it echoes, how its
+    reasoning is sealed and shown, and how calls to namespaced and custom tools are returned."""
+
+    request_id: str
+    model_name: str
+    created_at: int
+    echo: dict[str, Any]
+    seal: Seal | None
+    summary: bool
+    include_encrypted: bool
+    tools: ToolMap | None = None
+
+
 @dataclass(slots=True)
 class TranslatedResponsesRequest:
     """One Responses request as a Messages body, plus what the answer must echo or keep."""
