@@ -131,14 +131,11 @@ class _Body(RelayBody):
             sent["stream_options"] = {**(sent.get("stream_options") or {}), "include_usage": True}
 
 
-class _Surface(RelaySurface):
+class _Surface(RelaySurface[_Body]):
     api = API
     path = CHAT_PATH
 
-    __slots__ = ("relayed",)
-
-    def __init__(self, relayed: _Body) -> None:
-        self.relayed = relayed
+    __slots__ = ()
 
     def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
         return anthropic_usage(usage)

@@ -30,9 +30,10 @@ from gateway.errors import (
     openai_status,
     usage_unrecordable,
 )
-from gateway.exchange import HIGH_EFFORTS, Exchange
+from gateway.exchange import HIGH_EFFORTS, Exchange, OpenStream
 from gateway.http import (
     JSON_CT,
+    SSE_HEADERS,
     ApiRequest,
     Headers,
     Send,
@@ -279,6 +280,44 @@ def committed_headers(writer: StreamWriter, exchange: Exchange) -> None:
     the stream already (then the first chunk / message_start does)."""
     if exchange.has_fallbacks and not writer.opened:
         writer.headers = writer.headers + answer_headers(exchange)
+
+
+async def send_answer(
+    request: ApiRequest, send: Send, exchange: Exchange, extra: Headers, answer: bytes
+) -> int:
+    """An exchange's JSON answer, with the rate's and the surface's `extra` headers and the
+    routing's; then the request log."""
+    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
+    await send_response(send, 200, answer, headers)
+    exchange.log(200)
+    return 200
+
+
+async def open_stream(
+    request: ApiRequest,
+    send: Send,
+    exchange: Exchange,
+    extra: Headers,
+    fmt: ApiFormat,
+    ping: bytes,
+    told: Callable[[GatewayError], bytes],
+) -> tuple[StreamWriter, OpenStream] | int:
+    """An exchange's stream up to its first token (with failover): its writer and the open
+    upstream stream, or the status it ended with when it failed after keep-alives opened the
+    response (the error then goes in the stream, as `told` says)."""
+    writer = StreamWriter(
+        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
+    )
+    try:
+        opened = await exchange.open_committed(exchange.body_for, None, writer, ping)
+    except GatewayError as err:
+        if not writer.opened:
+            raise
+        status = fmt.error_status(err)
+        await exchange.fail_stream(writer, told(err), status, err=err)
+        return status
+    committed_headers(writer, exchange)
+    return writer, opened
 
 
 def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo:

@@ -32,24 +32,20 @@ from catalog.snapshot import ModelInfo
 from gateway.chain import Candidate, ModelChain, Prepared, fitting
 from gateway.context import request_context
 from gateway.errors import GatewayError, openai_error_object
-from gateway.exchange import (
-    Exchange,
-    UsageTracker,
-)
+from gateway.exchange import Exchange, UsageTracker
 from gateway.handlers.common import (
     OPENAI,
     RequestScope,
-    answer_headers,
     authenticate,
     bar_fallbacks,
-    committed_headers,
     guarded,
     input_estimate,
     model_chain,
+    open_stream,
     pinned,
     read_json,
+    send_answer,
     snapshot,
-    stream_headers,
 )
 from gateway.handlers.pump import After, Billed, Failure, pump
 from gateway.handlers.translated import (
@@ -59,16 +55,7 @@ from gateway.handlers.translated import (
     model_name,
     upstream_body,
 )
-from gateway.http import (
-    JSON_CT,
-    SSE_HEADERS,
-    ApiRequest,
-    Headers,
-    Send,
-    StreamWriter,
-    base_headers,
-    send_response,
-)
+from gateway.http import ApiRequest, Headers, Send
 from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.media import MediaTally
@@ -307,10 +294,7 @@ async def _json(
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
     if after is not None:
         await after()
-    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
-    await send_response(send, 200, orjson.dumps(answer), headers)
-    exchange.log(200)
-    return 200
+    return await send_answer(request, send, exchange, extra, orjson.dumps(answer))
 
 
 async def _stream(
@@ -322,20 +306,15 @@ async def _stream(
     extra: Headers,
 ) -> int:
     created = int(time.time())
-    writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
-    )
-    try:
-        opened = await exchange.open_committed(exchange.body_for, None, writer, surface.ping)
-    except GatewayError as err:
-        if not writer.opened:
-            raise
+
+    def told(err: GatewayError) -> bytes:
         # Keep-alives opened the response already: the error goes in the stream.
-        status = FMT.error_status(err)
-        payload = surface.stream_error(surface.translator(exchange, created, tr), err)
-        await exchange.fail_stream(writer, payload, status, err=err)
-        return status
-    committed_headers(writer, exchange)
+        return surface.stream_error(surface.translator(exchange, created, tr), err)
+
+    started = await open_stream(request, send, exchange, extra, FMT, surface.ping, told)
+    if type(started) is int:
+        return started
+    writer, opened = started
     # Built at the first token: its events name the model that answers (and the Responses API
     # seals its reasoning for that model).
     tr = exchange.candidate.prepare().request

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
@@ -23,26 +23,10 @@ from gateway.chain import Candidate, ModelChain, Prepared
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange, OpenStream
-from gateway.handlers.common import (
-    HIGH_EFFORTS,
-    OPENAI,
-    RequestScope,
-    answer_headers,
-    committed_headers,
-    stream_headers,
-)
+from gateway.handlers.common import HIGH_EFFORTS, OPENAI, RequestScope, open_stream, send_answer
 from gateway.handlers.pump import After, Billed, Failure, Rewrite, StreamHooks, pump
 from gateway.handlers.translated import error_from_event
-from gateway.http import (
-    JSON_CT,
-    SSE_HEADERS,
-    ApiRequest,
-    Headers,
-    Send,
-    StreamWriter,
-    base_headers,
-    send_response,
-)
+from gateway.http import ApiRequest, Headers, Send
 from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.protocols.media import MediaTally
 from gateway.providers.openai.cache_key import derives_cache_key
@@ -118,6 +102,9 @@ class RelayBody:
         """A surface's own changes to the body sent (none here)."""
 
 
+B = TypeVar("B", bound=RelayBody)
+
+
 class RelayStream(ABC):
     """A relayed stream's hooks into the pump: the provider's bytes, model renamed in each
     write (one pass per read: the name never spans two chunks); a failure is not billed (the
@@ -158,10 +145,13 @@ class RelayStream(ABC):
         return rewrite(raw) if rewrite is not None else raw
 
 
-class RelaySurface(ABC):
-    """One relayed API: its hooks into the shared relay."""
+class RelaySurface(ABC, Generic[B]):
+    """One relayed API: its hooks into the shared relay, for one request's relayed body."""
 
-    __slots__ = ()
+    __slots__ = ("relayed",)
+
+    def __init__(self, relayed: B) -> None:
+        self.relayed = relayed
 
     api: ClassVar[str]  # the usage record's label
     path: ClassVar[str]  # the provider's path
@@ -216,7 +206,7 @@ async def serve_relayed(
     request: ApiRequest,
     send: Send,
     scope: RequestScope,
-    surface: RelaySurface,
+    surface: RelaySurface[Any],
     context: RequestContext,
     relayed: RelayBody,
     *,
@@ -241,7 +231,7 @@ async def serve_relayed(
 
 
 async def _json(
-    request: ApiRequest, send: Send, surface: RelaySurface, exchange: Exchange, extra: Headers
+    request: ApiRequest, send: Send, surface: RelaySurface[Any], exchange: Exchange, extra: Headers
 ) -> int:
     reply = await exchange.call(exchange.body_for, None)
     usage = reply.get("usage")
@@ -254,25 +244,17 @@ async def _json(
     after = surface.after(exchange, reply)
     if after is not None:
         await after()
-    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
-    await send_response(send, 200, orjson.dumps(reply), headers)
-    exchange.log(200)
-    return 200
+    return await send_answer(request, send, exchange, extra, orjson.dumps(reply))
 
 
 async def _stream(
-    request: ApiRequest, send: Send, surface: RelaySurface, exchange: Exchange, extra: Headers
+    request: ApiRequest, send: Send, surface: RelaySurface[Any], exchange: Exchange, extra: Headers
 ) -> int:
-    writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
-    )
-    try:
-        opened = await exchange.open_committed(exchange.body_for, None, writer, PING)
-    except GatewayError as err:
-        if not writer.opened:
-            raise
-        status = FMT.error_status(err)
-        await exchange.fail_stream(writer, surface.open_error(exchange, err), status, err=err)
-        return status
-    committed_headers(writer, exchange)
-    return await pump(request, exchange, opened, writer, surface.stream_hooks(exchange, opened))
+    def told(err: GatewayError) -> bytes:
+        return surface.open_error(exchange, err)
+
+    opened = await open_stream(request, send, exchange, extra, FMT, PING, told)
+    if type(opened) is int:
+        return opened
+    writer, stream = opened
+    return await pump(request, exchange, stream, writer, surface.stream_hooks(exchange, stream))

@@ -337,14 +337,11 @@ def _failed(data: dict[str, Any]) -> GatewayError:
     return GatewayError(502, str(message or "the provider failed the response"), type_="api_error")
 
 
-class _Surface(RelaySurface):
+class _Surface(RelaySurface[_Body]):
     api = API
     path = RESPONSES_PATH
 
-    __slots__ = ("relayed",)
-
-    def __init__(self, relayed: _Body) -> None:
-        self.relayed = relayed
+    __slots__ = ()
 
     def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
         return usage_of(usage)
