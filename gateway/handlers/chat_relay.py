@@ -132,13 +132,13 @@ class _Body(RelayBody):
 
 
 class _Surface(RelaySurface[_Body]):
-    api = API
-    path = CHAT_PATH
+    """Chat Completions relayed: the usage chunk's figures read by the Chat usage mapping, an
+    error as `data: {"error": …}` then `[DONE]`."""
 
     __slots__ = ()
 
-    def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
-        return anthropic_usage(usage)
+    path = CHAT_PATH
+    usage = staticmethod(anthropic_usage)
 
     def finish(self, reply: dict[str, Any]) -> str:
         choices = reply.get("choices")

@@ -81,7 +81,8 @@ async def pump(
     exchange.checkpoint(tracker)
     disconnected = request.watch_disconnect()
     batches = exchange.event_batches(opened, writer, hooks.ping, disconnected)
-    feed, absorb, rewrite = hooks.feed, tracker.absorb, hooks.rewrite  # per event: looked up once
+    feed, absorb = hooks.feed, tracker.absorb  # per event: looked up once
+    write = _writes(writer, hooks.rewrite)  # per read: chosen once
     try:
         async with aclosing(batches):
             async for batch in batches:
@@ -95,7 +96,7 @@ async def pump(
                             # What the same read held goes out first (the client must not lose
                             # the content it was owed); the output so far is billed before it.
                             if out:
-                                await _write(writer, out, rewrite)
+                                await write(b"".join(out))
                             await _fail(request, exchange, writer, failed, tracker)
                             return 200
                     absorb(name, data)
@@ -104,7 +105,7 @@ async def pump(
                         out.append(chunk)
                     if name == "message_stop":
                         if out:
-                            await _write(writer, out, rewrite)
+                            await write(b"".join(out))
                         ending = await hooks.end(event, data)
                         if type(ending) is Failure:
                             await _fail(request, exchange, writer, ending, tracker)
@@ -118,8 +119,7 @@ async def pump(
                         exchange.log(200)
                         return 200
                 if out:
-                    joined = b"".join(out)  # inline: once per read, on every stream
-                    await writer.write(rewrite(joined) if rewrite is not None else joined)
+                    await write(b"".join(out))
     except ClientGone:
         return await exchange.drain_after_disconnect(opened, tracker)
     except STREAM_FAILURES as exc:
@@ -134,9 +134,16 @@ async def pump(
     raise AssertionError("event_batches ends only by return or raise")
 
 
-async def _write(writer: StreamWriter, out: list[bytes], rewrite: Rewrite) -> None:
-    joined = b"".join(out)
-    await writer.write(rewrite(joined) if rewrite is not None else joined)
+def _writes(writer: StreamWriter, rewrite: Rewrite) -> Callable[[bytes], Awaitable[None]]:
+    """How a read's bytes are written: as they are (no per-read test when nothing rewrites
+    them), or through `rewrite`."""
+    if rewrite is None:
+        return writer.write
+
+    def rewritten(data: bytes) -> Awaitable[None]:
+        return writer.write(rewrite(data))
+
+    return rewritten
 
 
 async def _fail(

@@ -146,19 +146,19 @@ class RelayStream(ABC):
 
 
 class RelaySurface(ABC, Generic[B]):
-    """One relayed API: its hooks into the shared relay, for one request's relayed body."""
+    """One relayed API: its hooks into the shared relay, for one request's relayed body.
+    (`duplicates` pairs the two subclasses by shape: the same hooks' signatures, one
+    interface implemented twice; what their bodies share is here.)"""
 
     __slots__ = ("relayed",)
 
     def __init__(self, relayed: B) -> None:
         self.relayed = relayed
 
-    api: ClassVar[str]  # the usage record's label
     path: ClassVar[str]  # the provider's path
 
-    @abstractmethod
-    def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
-        """The reply's usage object as Anthropic usage (what the tracker bills)."""
+    # The reply's usage object as Anthropic usage (what the tracker bills).
+    usage: ClassVar[Callable[[dict[str, Any]], dict[str, Any]]]
 
     @abstractmethod
     def finish(self, reply: dict[str, Any]) -> str:

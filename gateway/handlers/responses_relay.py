@@ -338,13 +338,13 @@ def _failed(data: dict[str, Any]) -> GatewayError:
 
 
 class _Surface(RelaySurface[_Body]):
-    api = API
-    path = RESPONSES_PATH
+    """Responses relayed: the usage renamed for the Chat usage mapping, the answer kept as a
+    stored response of the org, an error as a `response.failed`."""
 
     __slots__ = ()
 
-    def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
-        return usage_of(usage)
+    path = RESPONSES_PATH
+    usage = staticmethod(usage_of)
 
     def finish(self, reply: dict[str, Any]) -> str:
         status = reply.get("status")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.protocols.media import MediaTally
 from gateway.protocols.openai.types import ImageRef
@@ -56,11 +56,11 @@ class ToolName:
 ToolMap = dict[str, ToolName]
 
 
-@dataclass(frozen=True, slots=True)
-class Rendering:
+class Rendering(NamedTuple):
     """What a Responses answer is rendered with, the reply's translation (outbound.py) and the
     stream's (stream.py) alike: the response's identity, the request fields it echoes, how its
-    reasoning is sealed and shown, and how calls to namespaced and custom tools are returned."""
+    reasoning is sealed and shown, and how calls to namespaced and custom tools are returned.
+    A NamedTuple: built on every request, cheaper than a frozen dataclass's __init__."""
 
     request_id: str
     model_name: str
