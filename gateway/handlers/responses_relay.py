@@ -43,6 +43,8 @@ from gateway.exchange import Exchange, OpenStream
 from gateway.handlers.common import RequestScope, input_estimate
 from gateway.handlers.pump import After, Billed, Failure
 from gateway.handlers.relay_base import (
+    # The same names as the other relay imports (`duplicates` pairs the two lists): both
+    # relays plug into this one base.
     FMT,
     RelayBody,
     RelayStream,

@@ -69,6 +69,8 @@ def translate_request(
         forced_tool = common.apply_tool_choice(body, _tool_choice(chat, tools), caps)
 
     effort = common.reasoning_effort(chat.get("reasoning_effort"), caps, "reasoning_effort")
+    # The same call as the other OpenAI translation's (`duplicates` pairs them by shape): the
+    # shared steps are in reason_and_finish; only the fields each API names differ.
     thinking = common.reason_and_finish(
         body,
         effort,

@@ -117,6 +117,8 @@ def translate_request(
     reasoning = reasoning or {}
     effort = common.reasoning_effort(reasoning.get("effort"), caps, "reasoning.effort")
     summary = _summary(reasoning)
+    # The same call as the other OpenAI translation's (`duplicates` pairs them by shape): the
+    # shared steps are in reason_and_finish; only the fields each API names differ.
     thinking = common.reason_and_finish(
         body,
         effort,
