@@ -23,6 +23,7 @@ import orjson
 
 from gateway.protocols.openai.stream import ChatStreamTranslator
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
+from gateway.protocols.openai_responses.types import Rendering
 
 MODEL = "anthropic/claude-sonnet-5-5"
 REQUEST_ID = "01JBENCH0000000000000000000"
@@ -124,13 +125,15 @@ def chat_stream(events: list[dict[str, Any]]) -> int:
 def responses_stream(events: list[dict[str, Any]]) -> int:
     """One Responses stream, as gateway.handlers.responses drives it (store: false)."""
     t = ResponsesStreamTranslator(
-        request_id=REQUEST_ID,
-        model_name=MODEL,
-        created_at=CREATED,
-        echo=ECHO,
-        seal=None,
-        summary=False,
-        include_encrypted=False,
+        Rendering(
+            request_id=REQUEST_ID,
+            model_name=MODEL,
+            created_at=CREATED,
+            echo=ECHO,
+            seal=None,
+            summary=False,
+            include_encrypted=False,
+        )
     )
     size = 0
     for event in events:

@@ -30,9 +30,10 @@ from gateway.errors import (
     openai_status,
     usage_unrecordable,
 )
-from gateway.exchange import HIGH_EFFORTS, Exchange
+from gateway.exchange import HIGH_EFFORTS, Exchange, OpenStream
 from gateway.http import (
     JSON_CT,
+    SSE_HEADERS,
     ApiRequest,
     Headers,
     Send,
@@ -281,6 +282,44 @@ def committed_headers(writer: StreamWriter, exchange: Exchange) -> None:
         writer.headers = writer.headers + answer_headers(exchange)
 
 
+async def send_answer(
+    request: ApiRequest, send: Send, exchange: Exchange, extra: Headers, answer: bytes
+) -> int:
+    """An exchange's JSON answer, with the rate's and the surface's `extra` headers and the
+    routing's; then the request log."""
+    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
+    await send_response(send, 200, answer, headers)
+    exchange.log(200)
+    return 200
+
+
+async def open_stream(
+    request: ApiRequest,
+    send: Send,
+    exchange: Exchange,
+    extra: Headers,
+    fmt: ApiFormat,
+    ping: bytes,
+    told: Callable[[GatewayError], bytes],
+) -> tuple[StreamWriter, OpenStream] | int:
+    """An exchange's stream up to its first token (with failover): its writer and the open
+    upstream stream, or the status it ended with when it failed after keep-alives opened the
+    response (the error then goes in the stream, as `told` says)."""
+    writer = StreamWriter(
+        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
+    )
+    try:
+        opened = await exchange.open_committed(exchange.body_for, None, writer, ping)
+    except GatewayError as err:
+        if not writer.opened:
+            raise
+        status = fmt.error_status(err)
+        await exchange.fail_stream(writer, told(err), status, err=err)
+        return status
+    committed_headers(writer, exchange)
+    return writer, opened
+
+
 def resolve_model(snap: CatalogSnapshot, name: str, fmt: ApiFormat) -> ModelInfo:
     model = snap.resolve(name)
     if model is None:
@@ -304,28 +343,30 @@ _DECISIONS: dict[type, str] = {
 }
 
 
+def _retry_later(
+    status: int,
+    message: str,
+    exc: limits.RateLimited
+    | limits.ConcurrencyLimited
+    | limits.FairShareLimited
+    | limits.CapacityExhausted,
+    type_: str = "rate_limit_error",
+) -> tuple[GatewayError, limits.RateInfo | None]:
+    """A refusal the client may retry after the limiter's `retry_after` seconds."""
+    headers = {"retry-after": str(exc.retry_after)}
+    return GatewayError(status, message, type_=type_, headers=headers), exc.rate
+
+
 def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.RateInfo | None]:
     if isinstance(exc, limits.RateLimited):
-        return (
-            GatewayError(
-                429,
-                "requests per minute limit of this key exceeded",
-                type_="rate_limit_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
-        )
+        return _retry_later(429, "requests per minute limit of this key exceeded", exc)
     if isinstance(exc, limits.ConcurrencyLimited):
         who = "key" if exc.scope == "key" else "organization"
-        return (
-            GatewayError(
-                429,
-                f"{who} concurrency limit of {exc.limit} requests in flight reached; "
-                "retry when one of them ends",
-                type_="rate_limit_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
+        return _retry_later(
+            429,
+            f"{who} concurrency limit of {exc.limit} requests in flight reached; "
+            "retry when one of them ends",
+            exc,
         )
     if isinstance(exc, limits.FairShareLimited):
         if exc.shared:
@@ -340,15 +381,7 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
                 f"this model's {exc.max_concurrency} requests in flight per deployment (the rest "
                 "is kept free for other organizations); retry shortly"
             )
-        return (
-            GatewayError(
-                429,
-                message,
-                type_="rate_limit_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
-        )
+        return _retry_later(429, message, exc)
     if isinstance(exc, limits.InsufficientFunds):
         message = (
             f"this key's {_CAP_PERIODS.get(exc.period, 'monthly')} spend cap would be exceeded "
@@ -368,14 +401,11 @@ def admission_error(exc: limits.AdmissionError) -> tuple[GatewayError, limits.Ra
             exc.rate,
         )
     if isinstance(exc, limits.CapacityExhausted):
-        return (
-            GatewayError(
-                529,
-                "every deployment of this model is at capacity; retry shortly",
-                type_="overloaded_error",
-                headers={"retry-after": str(exc.retry_after)},
-            ),
-            exc.rate,
+        return _retry_later(
+            529,
+            "every deployment of this model is at capacity; retry shortly",
+            exc,
+            "overloaded_error",
         )
     return (
         GatewayError(

@@ -31,7 +31,8 @@ from gateway.handlers.common import (
     snapshot,
     stream_headers,
 )
-from gateway.handlers.pump import After, pump
+from gateway.handlers.pump import After, Billed, Failure, pump
+from gateway.handlers.translated import error_from_event
 from gateway.http import (
     JSON_CT,
     SSE_HEADERS,
@@ -252,6 +253,7 @@ class _PassedThrough:
     __slots__ = ("model_name", "request_id")
 
     ping = PING_EVENT
+    rewrite = None
 
     def __init__(self, request_id: str, model_name: str) -> None:
         self.request_id = request_id
@@ -264,12 +266,14 @@ class _PassedThrough:
             return frame(name, data)
         return b"" if name == "message_stop" else event.raw
 
-    def failure(self, err: GatewayError, event: SSEEvent | None) -> bytes:
-        if event is not None:
-            return event.raw  # the upstream's own error event
-        return error_event("api_error", err.message, self.request_id)
+    def error(self, event: SSEEvent, data: dict[str, Any]) -> Failure:
+        # The upstream's own error event.
+        return Failure(event.raw, error_from_event(data), Billed.OUTPUT)
 
-    async def end(self, event: SSEEvent) -> tuple[bytes, bytes, After]:
+    def failure(self, err: GatewayError) -> Failure:
+        return Failure(error_event("api_error", err.message, self.request_id), err, Billed.OUTPUT)
+
+    async def end(self, event: SSEEvent, data: dict[str, Any]) -> tuple[bytes, bytes, After]:
         return b"", event.raw, None
 
 

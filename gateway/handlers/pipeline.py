@@ -32,42 +32,30 @@ from catalog.snapshot import ModelInfo
 from gateway.chain import Candidate, ModelChain, Prepared, fitting
 from gateway.context import request_context
 from gateway.errors import GatewayError, openai_error_object
-from gateway.exchange import (
-    Exchange,
-    UsageTracker,
-)
+from gateway.exchange import Exchange, UsageTracker
 from gateway.handlers.common import (
     OPENAI,
     RequestScope,
-    answer_headers,
     authenticate,
     bar_fallbacks,
-    committed_headers,
     guarded,
     input_estimate,
     model_chain,
+    open_stream,
     pinned,
     read_json,
+    send_answer,
     snapshot,
-    stream_headers,
 )
-from gateway.handlers.pump import After, pump
+from gateway.handlers.pump import After, Billed, Failure, pump
 from gateway.handlers.translated import (
     caps,
+    error_from_event,
     inline_images,
     model_name,
     upstream_body,
 )
-from gateway.http import (
-    JSON_CT,
-    SSE_HEADERS,
-    ApiRequest,
-    Headers,
-    Send,
-    StreamWriter,
-    base_headers,
-    send_response,
-)
+from gateway.http import ApiRequest, Headers, Send
 from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.protocols.fallbacks import RequestNeeds, translated_needs
 from gateway.protocols.media import MediaTally
@@ -306,10 +294,7 @@ async def _json(
     await exchange.record(UsageTracker(usage=reply.get("usage") or {}, exact=True))
     if after is not None:
         await after()
-    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
-    await send_response(send, 200, orjson.dumps(answer), headers)
-    exchange.log(200)
-    return 200
+    return await send_answer(request, send, exchange, extra, orjson.dumps(answer))
 
 
 async def _stream(
@@ -321,20 +306,15 @@ async def _stream(
     extra: Headers,
 ) -> int:
     created = int(time.time())
-    writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
-    )
-    try:
-        opened = await exchange.open_committed(exchange.body_for, None, writer, surface.ping)
-    except GatewayError as err:
-        if not writer.opened:
-            raise
+
+    def told(err: GatewayError) -> bytes:
         # Keep-alives opened the response already: the error goes in the stream.
-        status = FMT.error_status(err)
-        payload = surface.stream_error(surface.translator(exchange, created, tr), err)
-        await exchange.fail_stream(writer, payload, status, err=err)
-        return status
-    committed_headers(writer, exchange)
+        return surface.stream_error(surface.translator(exchange, created, tr), err)
+
+    started = await open_stream(request, send, exchange, extra, FMT, surface.ping, told)
+    if type(started) is int:
+        return started
+    writer, opened = started
     # Built at the first token: its events name the model that answers (and the Responses API
     # seals its reasoning for that model).
     tr = exchange.candidate.prepare().request
@@ -348,6 +328,7 @@ class _Translated:
     """A translated stream's hooks into the pump: the surface's translator and its end."""
 
     __slots__ = ("_feed", "exchange", "ping", "surface", "tr", "translator")
+    rewrite = None
 
     def __init__(
         self, surface: Surface[Any, Any], exchange: Exchange, translator: Any, tr: Translation
@@ -362,8 +343,11 @@ class _Translated:
     def feed(self, event: SSEEvent, data: dict[str, Any]) -> bytes:
         return self._feed(data)
 
-    def failure(self, err: GatewayError, event: SSEEvent | None) -> bytes:
-        return self.surface.stream_error(self.translator, err)
+    def error(self, event: SSEEvent, data: dict[str, Any]) -> Failure:
+        return self.failure(error_from_event(data))
 
-    async def end(self, event: SSEEvent) -> tuple[bytes, bytes, After]:
+    def failure(self, err: GatewayError) -> Failure:
+        return Failure(self.surface.stream_error(self.translator, err), err, Billed.OUTPUT)
+
+    async def end(self, event: SSEEvent, data: dict[str, Any]) -> tuple[bytes, bytes, After]:
         return await self.surface.stream_end(self.exchange, self.translator, self.tr)

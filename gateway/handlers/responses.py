@@ -49,7 +49,7 @@ from gateway.protocols.openai.types import InvalidRequest
 from gateway.protocols.openai_responses import inbound
 from gateway.protocols.openai_responses.outbound import translate_response
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
-from gateway.protocols.openai_responses.types import TranslatedResponsesRequest
+from gateway.protocols.openai_responses.types import Rendering, TranslatedResponsesRequest
 from gateway.routing import session_key
 from gateway.sealing import ChainOpener, Sealer
 
@@ -140,15 +140,18 @@ async def _conversion(
     return _Responses(body, auto_cache(request), history, referenced, opener, len(request.body))
 
 
-def _rendering(exchange: Exchange, tr: TranslatedResponsesRequest) -> dict[str, Any]:
+def _rendering(exchange: Exchange, created_at: int, tr: TranslatedResponsesRequest) -> Rendering:
     """What the reply's translation and the stream's take from the request alike."""
-    return {
-        "echo": tr.echo,
-        "seal": _seal(exchange, tr),
-        "summary": tr.summary,
-        "include_encrypted": tr.include_encrypted,
-        "tools": tr.tool_map,
-    }
+    return Rendering(
+        request_id=exchange.request_id,
+        model_name=exchange.model_name,
+        created_at=created_at,
+        echo=tr.echo,
+        seal=_seal(exchange, tr),
+        summary=tr.summary,
+        include_encrypted=tr.include_encrypted,
+        tools=tr.tool_map,
+    )
 
 
 def _seal(exchange: Exchange, tr: TranslatedResponsesRequest) -> Any:
@@ -228,24 +231,13 @@ class Responses(Surface[TranslatedResponsesRequest, ResponsesStreamTranslator]):
     async def answer(
         self, exchange: Exchange, reply: dict[str, Any], tr: TranslatedResponsesRequest
     ) -> tuple[Any, After]:
-        response, output = translate_response(
-            reply,
-            request_id=exchange.request_id,
-            model_name=exchange.model_name,
-            created_at=int(time.time()),
-            **_rendering(exchange, tr),
-        )
+        response, output = translate_response(reply, _rendering(exchange, int(time.time()), tr))
         return response, _store(exchange, tr, response, output)
 
     def translator(
         self, exchange: Exchange, created: int, tr: TranslatedResponsesRequest
     ) -> ResponsesStreamTranslator:
-        return ResponsesStreamTranslator(
-            request_id=exchange.request_id,
-            model_name=exchange.model_name,
-            created_at=created,
-            **_rendering(exchange, tr),
-        )
+        return ResponsesStreamTranslator(_rendering(exchange, created, tr))
 
     def stream_error(self, translator: ResponsesStreamTranslator, err: GatewayError) -> bytes:
         _, code = openai_error_parts(err)

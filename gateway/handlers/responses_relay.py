@@ -31,44 +31,34 @@ only for the usage it reports (none, usually: the provider bills a failed genera
 from __future__ import annotations
 
 import dataclasses
-from contextlib import aclosing
 from typing import Any
-
-import orjson
 
 from accounts.keycache import KeyInfo
 from catalog.platform_config import OPENAI_KINDS
 from catalog.snapshot import ModelInfo, Route
 from gateway import stored_responses
-from gateway.chain import Candidate, ModelChain, Prepared
-from gateway.context import RequestContext
+from gateway.chain import Candidate, ModelChain
 from gateway.errors import GatewayError
-from gateway.exchange import STREAM_FAILURES, ClientGone, Exchange, OpenStream
-from gateway.handlers.chat_relay import EZAT_FIELDS
-from gateway.handlers.common import (
-    HIGH_EFFORTS,
-    OPENAI,
-    RequestScope,
-    answer_headers,
-    committed_headers,
-    input_estimate,
-    stream_headers,
+from gateway.exchange import Exchange, OpenStream
+from gateway.handlers.common import RequestScope, input_estimate
+from gateway.handlers.pump import After, Billed, Failure
+from gateway.handlers.relay_base import (
+    # The same names as the other relay imports (`duplicates` pairs the two lists): both
+    # relays plug into this one base.
+    FMT,
+    RelayBody,
+    RelayStream,
+    RelaySurface,
+    relay_context,
+    serve_relayed,
+    tally_media,
 )
-from gateway.http import (
-    JSON_CT,
-    SSE_HEADERS,
-    ApiRequest,
-    Headers,
-    Send,
-    StreamWriter,
-    base_headers,
-    send_response,
-)
+from gateway.http import ApiRequest, Send
+from gateway.protocols.anthropic.sse import SSEEvent
 from gateway.protocols.media import MediaTally
 from gateway.protocols.openai_responses.inbound import references
 from gateway.protocols.openai_responses.outbound import error_code
-from gateway.providers.openai.cache_key import derives_cache_key, tenant_cache_key
-from gateway.providers.openai.relay import rename_model
+from gateway.providers.openai.cache_key import tenant_cache_key
 from gateway.providers.openai.responses_relay import (
     FINISH,
     RESPONSES_PATH,
@@ -77,11 +67,8 @@ from gateway.providers.openai.responses_relay import (
     usage_of,
 )
 from gateway.routing import session_key
-from gateway.usage import UsageTracker
 
-FMT = OPENAI
 API = "responses"
-PING = b": ping\n\n"
 OPTION = "responses_api"
 # Hosted tools the provider runs and bills per call or per container (https://openai.com/api/
 # pricing/, "Built-in tools"): left out of the relayed body, named in x-ezat-dropped-tools.
@@ -98,7 +85,6 @@ HOSTED_TOOLS = frozenset(
 )
 # Provider state EZAT cannot check belongs to this org: these requests are not relayed.
 _STATEFUL = ("background", "conversation")
-# What only EZAT reads: never sent to the provider.
 
 
 def relay_route(route: Route) -> bool:
@@ -189,25 +175,26 @@ def _checked(body: dict[str, Any], model: ModelInfo, continued: bool) -> int:
 
 
 def _media(body: dict[str, Any], model: ModelInfo) -> MediaTally:
-    """The images and files of the input, for the hold: each at its worst case (the provider
-    fetches URLs itself)."""
-    media = MediaTally()
+    """The images and files of the input, for the hold."""
     raw = body.get("input")
-    for item in raw if isinstance(raw, list) else ():
-        content = item.get("content") if isinstance(item, dict) else None
-        for part in content if isinstance(content, list) else ():
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "input_image":
-                media.add_image(model.media, None)
-                url = part.get("image_url")
-                if isinstance(url, str) and url.startswith("data:"):
-                    media.payload_chars += len(url)
-            elif kind == "input_file":
-                media.unsized_documents += 1
-                data = part.get("file_data")
-                if isinstance(data, str):
-                    media.payload_chars += len(data)
-    return media
+    return tally_media(
+        (item.get("content") if isinstance(item, dict) else None for item in raw)
+        if isinstance(raw, list)
+        else (),
+        model,
+        image="input_image",
+        image_url=_image_url,
+        file="input_file",
+        file_data=_file_data,
+    )
+
+
+def _image_url(part: dict[str, Any]) -> object:
+    return part.get("image_url")
+
+
+def _file_data(part: dict[str, Any]) -> object:
+    return part.get("file_data")
 
 
 def _session(request: ApiRequest, body: dict[str, Any]) -> str:
@@ -228,29 +215,18 @@ def _dropped(body: dict[str, Any]) -> list[str]:
     return sorted({str(k) for k in kinds if k in HOSTED_TOOLS})
 
 
-class _Relay:
-    """The relayed body per route, and what the answer needs of the request."""
+class _Body(RelayBody):
+    """The relayed body (the hosted tools left out), and whether the answer is to be kept."""
 
-    __slots__ = ("base", "cache_key", "store", "stream")
+    __slots__ = ("store",)
 
     def __init__(self, body: dict[str, Any], cache_key: str) -> None:
-        base = {k: v for k, v in body.items() if k not in EZAT_FIELDS}
-        tools = base.get("tools")
+        super().__init__(body, cache_key)
+        tools = self.base.get("tools")
         if tools:
-            base["tools"] = [
-                t for t in tools if not (isinstance(t, dict) and t.get("type") in HOSTED_TOOLS)
-            ]
-        self.base = base
-        self.stream = bool(body.get("stream"))
+            kept = [t for t in tools if not (isinstance(t, dict) and t.get("type") in HOSTED_TOOLS)]
+            self.base = {**self.base, "tools": kept}
         self.store = body.get("store") is not False  # OpenAI stores unless told not to
-        self.cache_key = cache_key
-
-    def body_for(self, route: Route) -> bytes:
-        sent = dict(self.base)
-        sent["model"] = route.upstream_model_id
-        if "prompt_cache_key" not in sent and derives_cache_key(route.deployment):
-            sent["prompt_cache_key"] = self.cache_key
-        return orjson.dumps(sent)
 
 
 async def relay(
@@ -282,35 +258,27 @@ async def relay(
         )
         for m in models
     ]
-    exchange = Exchange(
-        RequestContext(
-            api=API,
-            request_id=request.request_id,
-            key=key,
-            model_name=chain.name,
-            stream=bool(body.get("stream")),
-            session=_session(request, body),
-            high_effort=effort in HIGH_EFFORTS,
-            candidates=candidates,
-            requested_id=chain.requested_id,
-            skipped=chain.skipped,
-        )
+    session = _session(request, body)
+    relayed = _Body(body, tenant_cache_key(key.org_id, session))
+    ctx = relay_context(
+        API, request, key, chain, candidates, stream=relayed.stream, session=session, effort=effort
     )
-    exchange.upstream_path = RESPONSES_PATH
-    relayed = _Relay(body, tenant_cache_key(*exchange.tenant))
-    for candidate in candidates:
-        candidate.prepared = Prepared(relayed.body_for, effort if isinstance(effort, str) else None)
-    await scope.admit(exchange, input_estimate=candidates[0].estimate, max_tokens=max_tokens)
-    extra = FMT.rate_headers(scope.rate)
     dropped = _dropped(body)
-    if dropped:
-        extra = [*extra, (b"x-ezat-dropped-tools", ",".join(dropped).encode())]
-    if relayed.stream:
-        return await _stream(request, send, exchange, relayed, extra)
-    return await _json(request, send, exchange, relayed, extra)
+    return await serve_relayed(
+        request,
+        send,
+        scope,
+        _Surface(relayed),
+        ctx,
+        relayed,
+        effort=effort,
+        input_estimate=candidates[0].estimate,
+        max_tokens=max_tokens,
+        headers=[(b"x-ezat-dropped-tools", ",".join(dropped).encode())] if dropped else None,
+    )
 
 
-def _pin(exchange: Exchange, relayed: _Relay, response: dict[str, Any]) -> Any:
+def _pin(exchange: Exchange, relayed: _Body, response: dict[str, Any]) -> Any:
     """Record a stored response as this org's, with the deployment that keeps it (the future
     of its write, or None when nothing is to be kept)."""
     response_id = response.get("id")
@@ -333,27 +301,6 @@ def _pin(exchange: Exchange, relayed: _Relay, response: dict[str, Any]) -> Any:
         response=response,
         context={"relayed": {**pin, "tokens": context}},
     )
-
-
-async def _json(
-    request: ApiRequest, send: Send, exchange: Exchange, relayed: _Relay, extra: Headers
-) -> int:
-    reply = await exchange.call(exchange.body_for, None)
-    usage = reply.get("usage")
-    tracker = UsageTracker(exact=isinstance(usage, dict))
-    if isinstance(usage, dict):
-        tracker.usage = usage_of(usage)
-    status = reply.get("status")
-    tracker.stop_reason = FINISH.get(status, "") if isinstance(status, str) else ""
-    reply["model"] = exchange.model_name
-    await exchange.record(tracker)
-    stored = _pin(exchange, relayed, reply)
-    if stored is not None:
-        await stored_responses.writer.wait(stored)
-    headers = base_headers(request.request_id) + [JSON_CT] + extra + answer_headers(exchange)
-    await send_response(send, 200, orjson.dumps(reply), headers)
-    exchange.log(200)
-    return 200
 
 
 def _started_response(exchange: Exchange, decoder: Any) -> dict[str, Any]:
@@ -384,99 +331,76 @@ def _failure(exchange: Exchange, decoder: Any, err: GatewayError) -> bytes:
     return failure_events(_started_response(exchange, decoder), sequence, err.message, code)
 
 
-async def _stream(
-    request: ApiRequest, send: Send, exchange: Exchange, relayed: _Relay, extra: Headers
-) -> int:
-    writer = StreamWriter(
-        send, base_headers(request.request_id) + SSE_HEADERS + extra + stream_headers(exchange)
-    )
-    try:
-        opened = await exchange.open_committed(exchange.body_for, None, writer, PING)
-    except GatewayError as err:
-        if not writer.opened:
-            raise
-        status = FMT.error_status(err)
-        await exchange.fail_stream(writer, _failure(exchange, None, err), status, err=err)
-        return status
-    committed_headers(writer, exchange)
-    return await _pump(request, exchange, opened, writer, relayed)
-
-
-async def _pump(
-    request: ApiRequest,
-    exchange: Exchange,
-    opened: OpenStream,
-    writer: StreamWriter,
-    relayed: _Relay,
-) -> int:
-    """Pass the provider's events on; the final one only after the usage is recorded (and the
-    stored response's pin is written)."""
-    tracker = UsageTracker()
-    exchange.checkpoint(tracker)
-    server = orjson.dumps(exchange.route.upstream_model_id if exchange.route else "")
-    client = orjson.dumps(exchange.model_name)
-    disconnected = request.watch_disconnect()
-    batches = exchange.event_batches(opened, writer, PING, disconnected)
-    told = False  # the provider's own error event went out: nothing more to tell
-    try:
-        async with aclosing(batches):
-            async for batch in batches:
-                out: list[bytes] = []
-                for event, data in batch:
-                    name = event.name
-                    if event.raw:
-                        out.append(rename_model(event.raw, server, client))
-                    if name == "error":
-                        told = True
-                        if not data.get("terminal"):
-                            continue
-                        await writer.write(b"".join(out))
-                        return await _failed(exchange, writer, tracker, data, b"")
-                    if name == "message_stop":
-                        final = out.pop() if event.raw else b""
-                        if out:
-                            await writer.write(b"".join(out))
-                        if data.get("status") == "failed":
-                            return await _failed(exchange, writer, tracker, data, final)
-                        exchange.finish_reason = tracker.stop_reason
-                        await exchange.record(tracker)
-                        response = {**data.get("response", {}), "model": exchange.model_name}
-                        stored = _pin(exchange, relayed, response)
-                        if stored is not None:
-                            await stored_responses.writer.wait(stored)
-                        await writer.write(exchange.cost_comment() + final)
-                        await writer.close()
-                        exchange.log(200)
-                        return 200
-                    tracker.absorb(name, data)
-                if out:
-                    await writer.write(b"".join(out))
-    except ClientGone:
-        return await exchange.drain_after_disconnect(opened, tracker)
-    except STREAM_FAILURES as exc:
-        err = exchange.stream_failure(exc)
-        # Not billed: the provider does not bill a generation that failed either (issue 30).
-        payload = b"" if told else _failure(exchange, opened.parser, err)
-        await exchange.fail_stream(writer, payload, 502, client_gone=request.disconnected, err=err)
-        return 200
-    finally:
-        opened.response.close()
-    raise AssertionError("event_batches ends only by return or raise")
-
-
-async def _failed(
-    exchange: Exchange,
-    writer: StreamWriter,
-    tracker: UsageTracker,
-    data: dict[str, Any],
-    final: bytes,
-) -> int:
-    """A `response.failed`: passed on, billed only for the usage the provider reported."""
+def _failed(data: dict[str, Any]) -> GatewayError:
+    """The error of a `response.failed` (or of a terminal error event)."""
     response = data.get("response") or {}
     error = response.get("error") if isinstance(response, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
-    err = GatewayError(502, str(message or "the provider failed the response"), type_="api_error")
-    await exchange.fail_stream(
-        writer, final, 502, err=err, tracker=tracker if tracker.exact else None
-    )
-    return 200
+    return GatewayError(502, str(message or "the provider failed the response"), type_="api_error")
+
+
+class _Surface(RelaySurface[_Body]):
+    """Responses relayed: the usage renamed for the Chat usage mapping, the answer kept as a
+    stored response of the org, an error as a `response.failed`."""
+
+    __slots__ = ()
+
+    path = RESPONSES_PATH
+    usage = staticmethod(usage_of)
+
+    def finish(self, reply: dict[str, Any]) -> str:
+        status = reply.get("status")
+        return FINISH.get(status, "") if isinstance(status, str) else ""
+
+    def after(self, exchange: Exchange, reply: dict[str, Any]) -> After:
+        return _kept(exchange, self.relayed, reply)
+
+    def open_error(self, exchange: Exchange, err: GatewayError) -> bytes:
+        return _failure(exchange, None, err)
+
+    def stream_hooks(self, exchange: Exchange, opened: OpenStream) -> _Stream:
+        return _Stream(exchange, self.relayed, opened.parser)
+
+
+def _kept(exchange: Exchange, relayed: _Body, response: dict[str, Any]) -> After:
+    """Once the usage is recorded (the pin keeps its tokens): the stored response's pin written."""
+
+    async def pin() -> None:
+        stored = _pin(exchange, relayed, response)
+        if stored is not None:
+            await stored_responses.writer.wait(stored)
+
+    return pin if relayed.store else None
+
+
+class _Stream(RelayStream):
+    """The provider's events passed on; the final one only after the usage is recorded (and the
+    stored response's pin is written)."""
+
+    __slots__ = ("decoder", "relayed", "told_already")
+
+    def __init__(self, exchange: Exchange, relayed: _Body, decoder: Any) -> None:
+        super().__init__(exchange)
+        self.relayed = relayed
+        self.decoder = decoder
+        self.told_already = False  # the provider's own error event went out: nothing more to tell
+
+    def error(self, event: SSEEvent, data: dict[str, Any]) -> Failure | None:
+        self.told_already = True
+        if not data.get("terminal"):
+            return None  # passed on; the stream goes on
+        return Failure(self.rename(event.raw), _failed(data), Billed.REPORTED)
+
+    def told(self, err: GatewayError) -> bytes:
+        return b"" if self.told_already else _failure(self.exchange, self.decoder, err)
+
+    async def end(
+        self, event: SSEEvent, data: dict[str, Any]
+    ) -> tuple[bytes, bytes, After] | Failure:
+        final = self.rename(event.raw) if event.raw else b""
+        if data.get("status") == "failed":
+            # Passed on, billed only for the usage the provider reported.
+            return Failure(final, _failed(data), Billed.REPORTED)
+        exchange = self.exchange
+        response = {**data.get("response", {}), "model": exchange.model_name}
+        return b"", final, _kept(exchange, self.relayed, response)

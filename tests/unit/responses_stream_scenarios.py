@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
+from gateway.protocols.openai_responses.types import Rendering
 
 from .openai_stream_helpers import (
     MESSAGE_STOP,
@@ -101,13 +102,15 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], dict[str, Any], str]] = {
 
 def translator(**options: Any) -> ResponsesStreamTranslator:
     return ResponsesStreamTranslator(
-        request_id="01JREQ",
-        model_name="anthropic/claude-sonnet-5-5",
-        created_at=1764633600,
-        echo=ECHO,
-        seal=options.get("seal"),
-        summary=options.get("summary", False),
-        include_encrypted=options.get("include_encrypted", False),
+        Rendering(
+            request_id="01JREQ",
+            model_name="anthropic/claude-sonnet-5-5",
+            created_at=1764633600,
+            echo=ECHO,
+            seal=options.get("seal"),
+            summary=options.get("summary", False),
+            include_encrypted=options.get("include_encrypted", False),
+        )
     )
 
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from catalog.snapshot import DeploymentInfo, Route
-from gateway.handlers.responses_relay import _dropped, _Relay, relay_route
+from gateway.handlers.responses_relay import _Body, _dropped, relay_route
 
 
 def route(kind: str = "openai", **options: Any) -> Route:
@@ -65,7 +65,7 @@ FUNCTION = {"type": "function", "name": "f", "parameters": {"type": "object"}}
 def test_the_relayed_body(
     body: dict[str, Any], options: dict[str, Any], expected: dict[str, Any] | None
 ) -> None:
-    sent = orjson.loads(_Relay(body, "K").body_for(route(**options)))
+    sent = orjson.loads(_Body(body, "K").body_for(route(**options)))
     if expected is None:  # the client's own key is kept
         expected = {**body, "model": "server-model"}
     assert sent == expected

@@ -18,7 +18,7 @@ from gateway.protocols.openai.types import InvalidRequest
 from gateway.protocols.openai_responses.custom_input import CustomInputDecoder
 from gateway.protocols.openai_responses.inbound import translate_request
 from gateway.protocols.openai_responses.outbound import translate_response
-from gateway.protocols.openai_responses.types import ToolName
+from gateway.protocols.openai_responses.types import Rendering, ToolName
 
 from .openai_helpers import CAPS
 from .openai_stream_helpers import block_start, json_delta, message_delta, start, stop
@@ -222,6 +222,20 @@ TOOLS = {
 PATCH = '*** Begin Patch\n*** Add File: a.txt\n+hi "there"\n*** End Patch'
 
 
+def _rendering() -> Rendering:
+    """The reply's and the stream's rendering, with TOOLS' names."""
+    return Rendering(
+        request_id="r",
+        model_name="m",
+        created_at=1,
+        echo={"tools": [], "tool_choice": "auto", "parallel_tool_calls": True},
+        seal=None,
+        summary=False,
+        include_encrypted=False,
+        tools=TOOLS,
+    )
+
+
 def test_a_whole_reply_returns_custom_and_namespaced_calls() -> None:
     msg = {
         "content": [
@@ -232,17 +246,7 @@ def test_a_whole_reply_returns_custom_and_namespaced_calls() -> None:
         "stop_reason": "tool_use",
         "usage": {"input_tokens": 3, "output_tokens": 4},
     }
-    response, _ = translate_response(
-        msg,
-        request_id="r",
-        model_name="m",
-        created_at=1,
-        echo={"tools": [], "tool_choice": "auto", "parallel_tool_calls": True},
-        seal=None,
-        summary=False,
-        include_encrypted=False,
-        tools=TOOLS,
-    )
+    response, _ = translate_response(msg, _rendering())
     parsed = rt.Response.model_validate(response)
     spawn, patch, shell = parsed.output
     assert isinstance(spawn, rt.ResponseFunctionToolCall)
@@ -270,16 +274,7 @@ def _stream(fragments: list[str], name: str = "apply_patch") -> list[dict[str, A
     ]
     from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
 
-    t = ResponsesStreamTranslator(
-        request_id="r",
-        model_name="m",
-        created_at=1,
-        echo={"tools": [], "tool_choice": "auto", "parallel_tool_calls": True},
-        seal=None,
-        summary=False,
-        include_encrypted=False,
-        tools=TOOLS,
-    )
+    t = ResponsesStreamTranslator(_rendering())
     events = parse(b"".join(t.feed(e) for e in upstream) + t.final_event())
     for event in events:
         EVENT.validate_python(event)

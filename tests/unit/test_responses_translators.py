@@ -18,11 +18,31 @@ from gateway.protocols.openai_responses.outbound import (
     translate_response,
 )
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
+from gateway.protocols.openai_responses.types import Rendering
 
 from .openai_helpers import CAPS, PDF, PNG
 from .openai_stream_helpers import block_start, json_delta, message_delta, start, stop, text_delta
 
 THINK = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+
+
+def rendering(
+    *,
+    seal: Any = None,
+    summary: bool = False,
+    include_encrypted: bool = False,
+    request_id: str = "req_1",
+) -> Rendering:
+    """A response's rendering for these tests: model "m", created at 1, nothing echoed."""
+    return Rendering(
+        request_id=request_id,
+        model_name="m",
+        created_at=1,
+        echo={},
+        seal=seal,
+        summary=summary,
+        include_encrypted=include_encrypted,
+    )
 
 
 def fake_seal(block: dict[str, Any]) -> str:
@@ -261,13 +281,7 @@ def test_reply_becomes_output_items_and_usage() -> None:
     }
     response, stored = translate_response(
         msg,
-        request_id="req_1",
-        model_name="m",
-        created_at=1,
-        echo={},
-        seal=fake_seal,
-        summary=True,
-        include_encrypted=False,
+        rendering(seal=fake_seal, summary=True),
     )
     assert [i["id"] for i in response["output"]] == ["rs_req_1_0", "msg_req_1_1", "fc_req_1_2"]
     assert response["output"][0]["encrypted_content"] is None  # not included
@@ -308,13 +322,11 @@ def run_stream(
     upstream: list[dict[str, Any]], **kw: Any
 ) -> tuple[list[dict[str, Any]], ResponsesStreamTranslator]:
     t = ResponsesStreamTranslator(
-        request_id="req_1",
-        model_name="m",
-        created_at=1,
-        echo={},
-        seal=kw.get("seal", fake_seal),
-        summary=kw.get("summary", True),
-        include_encrypted=kw.get("include", True),
+        rendering(
+            seal=kw.get("seal", fake_seal),
+            summary=kw.get("summary", True),
+            include_encrypted=kw.get("include", True),
+        )
     )
     out = b"".join(t.feed(e) for e in upstream) + t.final_event()
     return parse(out), t
@@ -400,15 +412,7 @@ def test_stream_without_summary_or_include_shows_no_thinking() -> None:
 
 
 def test_stream_failure_is_error_then_failed() -> None:
-    t = ResponsesStreamTranslator(
-        request_id="r",
-        model_name="m",
-        created_at=1,
-        echo={},
-        seal=None,
-        summary=False,
-        include_encrypted=False,
-    )
+    t = ResponsesStreamTranslator(rendering(request_id="r"))
     # Failing before any event (after keep-alives) still opens with response.created.
     events = parse(t.failure("boom", "server_error"))
     assert [e["type"] for e in events] == [

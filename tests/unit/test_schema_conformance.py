@@ -18,6 +18,7 @@ from catalog.snapshot import ModelInfo
 from gateway.handlers.models import anthropic_model
 from gateway.protocols.openai_responses.outbound import error_code
 from gateway.protocols.openai_responses.stream import ResponsesStreamTranslator
+from gateway.protocols.openai_responses.types import Rendering
 
 from .openai_stream_helpers import (
     block_start,
@@ -35,13 +36,15 @@ EVENT = TypeAdapter(openai.types.responses.ResponseStreamEvent)
 
 def _responses(echo: dict[str, Any] | None = None) -> ResponsesStreamTranslator:
     return ResponsesStreamTranslator(
-        request_id="r",
-        model_name="m",
-        created_at=1,
-        echo=echo or {"tools": [], "tool_choice": "auto", "parallel_tool_calls": True},
-        seal=None,
-        summary=False,
-        include_encrypted=False,
+        Rendering(
+            request_id="r",
+            model_name="m",
+            created_at=1,
+            echo=echo or {"tools": [], "tool_choice": "auto", "parallel_tool_calls": True},
+            seal=None,
+            summary=False,
+            include_encrypted=False,
+        )
     )
 
 

@@ -10,6 +10,7 @@ Django, no I/O, no clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from gateway.protocols.model_rules import (
@@ -249,6 +250,36 @@ def finish_body(
         apply_prompt_caching(body, cache_params, auto_cache)
     if stream:
         body["stream"] = True
+
+
+def reason_and_finish(
+    body: dict[str, Any],
+    effort: str | None,
+    forced_tool: bool,
+    sampling: tuple[object, object],
+    output_format: Callable[[], dict[str, Any] | None],
+    *,
+    caps: ModelCaps,
+    cache_params: list[str],
+    auto_cache: bool,
+    stream: bool,
+) -> bool:
+    """The steps both translations end with, in this order (the order their 400s are found
+    in): thinking for the effort, the sampling (`temperature`, `top_p`), the output format
+    (read by `output_format`), then `finish_body`. Returns whether thinking was asked for."""
+    output_config: dict[str, Any] = {}
+    thinking = apply_reasoning(body, output_config, effort, forced_tool)
+    apply_sampling(sampling[0], sampling[1], caps, thinking, body)
+    finish_body(
+        body,
+        output_config,
+        output_format(),
+        caps=caps,
+        cache_params=cache_params,
+        auto_cache=auto_cache,
+        stream=stream,
+    )
+    return thinking
 
 
 def checked_forced_tool(choice: dict[str, Any] | None, caps: ModelCaps) -> bool:

@@ -69,14 +69,14 @@ def translate_request(
         forced_tool = common.apply_tool_choice(body, _tool_choice(chat, tools), caps)
 
     effort = common.reasoning_effort(chat.get("reasoning_effort"), caps, "reasoning_effort")
-    output_config: dict[str, Any] = {}
-    thinking = common.apply_reasoning(body, output_config, effort, forced_tool)
-    common.apply_sampling(chat.get("temperature"), chat.get("top_p"), caps, thinking, body)
-    response_format = _response_format(chat.get("response_format"), caps)
-    common.finish_body(
+    # The same call as the other OpenAI translation's (`duplicates` pairs them by shape): the
+    # shared steps are in reason_and_finish; only the fields each API names differ.
+    thinking = common.reason_and_finish(
         body,
-        output_config,
-        response_format,
+        effort,
+        forced_tool,
+        (chat.get("temperature"), chat.get("top_p")),
+        lambda: _response_format(chat.get("response_format"), caps),
         caps=caps,
         cache_params=conv.cache_params,
         auto_cache=auto_cache,

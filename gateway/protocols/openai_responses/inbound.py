@@ -117,23 +117,23 @@ def translate_request(
     reasoning = reasoning or {}
     effort = common.reasoning_effort(reasoning.get("effort"), caps, "reasoning.effort")
     summary = _summary(reasoning)
-    output_config: dict[str, Any] = {}
-    thinking = common.apply_reasoning(body, output_config, effort, forced_tool)
-    if thinking:
-        # The thinking text is shown only as a requested summary; otherwise only its signature
-        # is needed (for the next turn), so the upstream need not send the text at all.
-        body["thinking"]["display"] = "summarized" if summary else "omitted"
-    common.apply_sampling(req.get("temperature"), req.get("top_p"), caps, thinking, body)
-    text_format = _text_format(req.get("text"), caps)
-    common.finish_body(
+    # The same call as the other OpenAI translation's (`duplicates` pairs them by shape): the
+    # shared steps are in reason_and_finish; only the fields each API names differ.
+    thinking = common.reason_and_finish(
         body,
-        output_config,
-        text_format,
+        effort,
+        forced_tool,
+        (req.get("temperature"), req.get("top_p")),
+        lambda: _text_format(req.get("text"), caps),
         caps=caps,
         cache_params=conv.cache_params,
         auto_cache=auto_cache,
         stream=stream,
     )
+    if thinking:
+        # The thinking text is shown only as a requested summary; otherwise only its signature
+        # is needed (for the next turn), so the upstream need not send the text at all.
+        body["thinking"]["display"] = "summarized" if summary else "omitted"
     return TranslatedResponsesRequest(
         body=body,
         stream=stream,

@@ -18,7 +18,7 @@ import orjson
 from gateway.protocols.openai.outbound import thinking_input_block
 
 from .tools import CUSTOM_INPUT
-from .types import Seal, ToolMap
+from .types import Rendering, Seal, ToolMap
 
 __all__ = [
     "RESPONSE_ERROR_CODES",
@@ -307,32 +307,23 @@ def response_object(
 
 
 def translate_response(
-    msg: dict[str, Any],
-    *,
-    request_id: str,
-    model_name: str,
-    created_at: int,
-    echo: dict[str, Any],
-    seal: Seal | None,
-    summary: bool,
-    include_encrypted: bool,
-    tools: ToolMap | None = None,
+    msg: dict[str, Any], rendering: Rendering
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the response object for the client, the output items with sealed reasoning to store).
-    `tools` says how calls to namespaced and custom tools are returned."""
+    """(the response object for the client, the output items with sealed reasoning to store)."""
+    r = rendering
     content = msg.get("content")
     items = output_items(
-        content if isinstance(content, list) else [], request_id, seal, summary, tools
+        content if isinstance(content, list) else [], r.request_id, r.seal, r.summary, r.tools
     )
     status, incomplete = status_of(msg.get("stop_reason"))
     usage = msg.get("usage")
     response = response_object(
-        request_id=request_id,
-        created_at=created_at,
-        model_name=model_name,
-        echo=echo,
+        request_id=r.request_id,
+        created_at=r.created_at,
+        model_name=r.model_name,
+        echo=r.echo,
         status=status,
-        output=client_output(items, include_encrypted),
+        output=client_output(items, r.include_encrypted),
         usage=responses_usage(usage if isinstance(usage, dict) else {}),
         incomplete_details=incomplete,
     )

@@ -37,7 +37,7 @@ from .outbound import (
     tool_call_item,
 )
 from .tools import CUSTOM_INPUT
-from .types import Seal, ToolMap
+from .types import Rendering
 
 __all__ = ["ResponsesStreamTranslator"]
 
@@ -84,26 +84,17 @@ class ResponsesStreamTranslator:
         "usage",
     )
 
-    def __init__(
-        self,
-        *,
-        request_id: str,
-        model_name: str,
-        created_at: int,
-        echo: dict[str, Any],
-        seal: Seal | None,
-        summary: bool,
-        include_encrypted: bool,
-        tools: ToolMap | None = None,
-    ) -> None:
-        self._request_id = request_id
-        self._tools = tools or {}  # how calls to namespaced and custom tools are returned
-        self._model_name = model_name
-        self._created_at = created_at
-        self._echo = echo
-        self._seal = seal
-        self._summary = summary
-        self._include_encrypted = include_encrypted
+    def __init__(self, rendering: Rendering) -> None:
+        # Copied out of `rendering`: read on every event, one attribute lookup each.
+        r = rendering
+        self._request_id = r.request_id
+        self._tools = r.tools or {}  # how calls to namespaced and custom tools are returned
+        self._model_name = r.model_name
+        self._created_at = r.created_at
+        self._echo = r.echo
+        self._seal = r.seal
+        self._summary = r.summary
+        self._include_encrypted = r.include_encrypted
         self._seq = 0
         self._blocks: dict[int, _Item] = {}  # Anthropic block index -> item
         self.items: list[dict[str, Any]] = []  # finished output items (reasoning sealed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.protocols.media import MediaTally
 from gateway.protocols.openai.types import ImageRef
@@ -54,6 +54,22 @@ class ToolName:
 
 # Upstream tool name -> its client-side name; only namespaced and custom tools are in it.
 ToolMap = dict[str, ToolName]
+
+
+class Rendering(NamedTuple):
+    """What a Responses answer is rendered with, the reply's translation (outbound.py) and the
+    stream's (stream.py) alike: the response's identity, the request fields it echoes, how its
+    reasoning is sealed and shown, and how calls to namespaced and custom tools are returned.
+    A NamedTuple: built on every request, cheaper than a frozen dataclass's __init__."""
+
+    request_id: str
+    model_name: str
+    created_at: int
+    echo: dict[str, Any]
+    seal: Seal | None
+    summary: bool
+    include_encrypted: bool
+    tools: ToolMap | None = None
 
 
 @dataclass(slots=True)

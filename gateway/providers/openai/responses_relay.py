@@ -59,30 +59,17 @@ class ResponsesRelayState:
     input_estimate: int
 
 
-def _count(value: object) -> int:
-    return value if type(value) is int and value > 0 else 0
-
-
 def usage_of(usage: dict[str, Any]) -> dict[str, Any]:
-    """A Responses usage object as Anthropic usage: the Chat normalisation of mapping.py
-    (cached tokens out of the input, reasoning inside the output) on the same figures under
-    their Responses names."""
-    inputs = usage.get("input_tokens_details")
-    outputs = usage.get("output_tokens_details")
+    """A Responses usage object as Anthropic usage: its fields renamed to their Chat names (the
+    details objects already share theirs: `cached_tokens`, `reasoning_tokens`), then the Chat
+    normalisation of mapping.py, which checks every count (cached tokens out of the input,
+    reasoning inside the output)."""
     return anthropic_usage(
         {
-            "prompt_tokens": _count(usage.get("input_tokens")),
-            "prompt_tokens_details": {
-                "cached_tokens": _count(inputs.get("cached_tokens"))
-                if isinstance(inputs, dict)
-                else 0
-            },
-            "completion_tokens": _count(usage.get("output_tokens")),
-            "completion_tokens_details": {
-                "reasoning_tokens": _count(outputs.get("reasoning_tokens"))
-                if isinstance(outputs, dict)
-                else 0
-            },
+            "prompt_tokens": usage.get("input_tokens"),
+            "prompt_tokens_details": usage.get("input_tokens_details"),
+            "completion_tokens": usage.get("output_tokens"),
+            "completion_tokens_details": usage.get("output_tokens_details"),
         }
     )
 
