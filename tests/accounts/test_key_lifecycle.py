@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import (
+from tests.support.stack import (
     GATEWAY_ENV,
     GatewayProcess,
     Key,

@@ -28,8 +28,7 @@ import pytest
 from django.core.management import call_command
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack, database_url, e2e_redis_url, start_gateway
-from tests.e2e.durable_support import (
+from tests.support.durable_support import (
     MODEL,
     Load,
     PrivatePostgres,
@@ -40,7 +39,8 @@ from tests.e2e.durable_support import (
     usage_rows,
     wait_for,
 )
-from tests.e2e.limits_billing_support import expected_cost_nano
+from tests.support.limits_billing_support import expected_cost_nano
+from tests.support.stack import Stack, database_url, e2e_redis_url, start_gateway
 
 pytestmark = pytest.mark.e2e
 

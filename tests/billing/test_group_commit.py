@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import GatewayProcess, start_gateway
-from tests.e2e.durable_support import (
+from tests.support.durable_support import (
     Load,
     PrivatePostgres,
     base_id,
@@ -27,6 +26,7 @@ from tests.e2e.durable_support import (
     usage_rows,
     wait_for,
 )
+from tests.support.stack import GatewayProcess, start_gateway
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Stack
-from tests.e2e.limits_billing_support import (
+from tests.support.limits_billing_support import (
     CHAT,
     COUNT_TOKENS,
     MESSAGES,
@@ -33,6 +32,7 @@ from tests.e2e.limits_billing_support import (
     sse_events,
     wait_for,
 )
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -265,7 +265,7 @@ def test_error_event_mid_stream_bills_the_output_so_far(e2e: Stack, api: str) ->
             assert "message_stop" not in [n for n, _ in events]
         assert any("delta" in d for _, d in events), "the error must come after output"
         failed.append(request_id)
-    # Each failed stream is billed once, for what it produced (tests/e2e/test_partial_streams.py
+    # Each failed stream is billed once, for what it produced (tests/gateway/test_partial_streams.py
     # checks the amounts), and its hold was settled: the next request is admitted.
     records = e2e.usage(org_id=key.org_id)
     assert [r.request_id for r in records] == failed

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.chat_support import SONNET, client
-from tests.e2e.conftest import Key, Stack
+from tests.support.chat_support import SONNET, client
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -306,7 +306,7 @@ def token_gateway(stack: Stack, tmp_path: Any) -> Any:
     (no address allowed), so the test proves both the refusal and the token."""
     from django.db import connection
 
-    from tests.e2e.conftest import database_url, e2e_redis_url, start_gateway
+    from tests.support.stack import database_url, e2e_redis_url, start_gateway
 
     with stack.blocker.unblock():
         db_url = database_url(connection.settings_dict)
@@ -382,7 +382,7 @@ def test_live_feed_pushes_error_rows_too(e2e: Stack) -> None:
     from channels_redis.core import RedisChannelLayer
 
     from billing.live import group_name
-    from tests.e2e.conftest import e2e_redis_url
+    from tests.support.stack import e2e_redis_url
 
     url = e2e_redis_url()
     if not url:

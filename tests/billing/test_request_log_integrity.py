@@ -10,9 +10,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.conftest import Stack
-from tests.e2e.responses_support import SONNET
-from tests.e2e.test_request_log import rows
+from tests.billing.test_request_log import rows
+from tests.support.responses_support import SONNET
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

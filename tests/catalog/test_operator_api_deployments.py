@@ -13,11 +13,13 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import SIM_KEYS, Stack
-from tests.e2e.limits_billing_support import records_by_request
-from tests.e2e.openai_lab import CHAT_PATH
-from tests.e2e.routing_lab import wait_for_model
+from tests.support.limits_billing_support import records_by_request
+from tests.support.openai_lab import CHAT_PATH
+from tests.support.routing_lab import wait_for_model
+from tests.support.stack import SIM_KEYS, Stack
 from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
 
 PASSWORD = "operator-pass-" + secrets.token_hex(8)
 

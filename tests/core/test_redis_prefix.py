@@ -17,7 +17,7 @@ import redis
 
 from core.redis_clients import tag
 from tests import services
-from tests.e2e.conftest import GatewayProcess, Stack, database_url, start_gateway
+from tests.support.stack import GatewayProcess, Stack, database_url, start_gateway
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

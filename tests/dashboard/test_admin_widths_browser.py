@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import PASSWORD, App, new_page, shot
+from tests.support.browser import PASSWORD, App, new_page, shot
 
 pytestmark = pytest.mark.browser
 

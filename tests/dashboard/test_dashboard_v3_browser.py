@@ -11,7 +11,7 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import App, new_page, shot, sign_in
+from tests.support.browser import App, new_page, shot, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -80,7 +80,7 @@ def test_cost_column_is_inside_the_viewport(browser: Any, own_app: App, width: i
 def test_live_views_keep_their_counts(browser: Any, own_app: App) -> None:
     """Item 4: the live feed's "N requests" grows with its rows; the overview's recent list and
     its 24-hour count update without a reload."""
-    from tests.browser.test_request_log_browser import _in_thread
+    from tests.dashboard.test_request_log_browser import _in_thread
 
     def key() -> str:
         from accounts import services
@@ -190,7 +190,7 @@ def test_playground_spinner_stop_and_empty_prompt(browser: Any, own_app: App) ->
     spinner and a Stop button, and Stop ends it."""
     import httpx
 
-    from tests.browser.test_request_log_browser import _sim_url
+    from tests.dashboard.test_request_log_browser import _sim_url
 
     page = _page(browser, own_app, 1280)
     sent: list[str] = []
@@ -228,7 +228,7 @@ def test_playground_spinner_stop_and_empty_prompt(browser: Any, own_app: App) ->
 
 @pytest.mark.parametrize("width", sorted(WIDTHS))
 def test_key_spend_chart_with_its_cap(browser: Any, own_app: App, width: int) -> None:
-    from tests.browser.test_request_log_browser import _in_thread
+    from tests.dashboard.test_request_log_browser import _in_thread
 
     def cap() -> int:
         from accounts.models import ApiKey

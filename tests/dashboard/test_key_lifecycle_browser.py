@@ -13,7 +13,7 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import App, shot
+from tests.support.browser import App, shot
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.browser

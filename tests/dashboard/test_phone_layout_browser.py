@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import App, new_page, shot, sign_in
+from tests.support.browser import App, new_page, shot, sign_in
 
 pytestmark = pytest.mark.browser
 

@@ -18,7 +18,9 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import App, shot
+from tests.support.browser import App, shot
+
+pytestmark = pytest.mark.browser
 
 
 def _in_thread(fn: Any) -> Any:

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import Stack, database_url, e2e_redis_url, start_gateway
+from tests.support.stack import Stack, database_url, e2e_redis_url, start_gateway
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""The SDK-type check every e2e test runs under (tests/e2e/schemas.py) sees the gateway's
+"""The SDK-type check every e2e test runs under (tests/support/schemas.py) sees the gateway's
 answers, whole and streamed, and catches what a strict client rejects."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from tests.e2e import schemas
-from tests.e2e.conftest import Stack
-from tests.e2e.responses_support import SONNET
+from tests.support import schemas
+from tests.support.responses_support import SONNET
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

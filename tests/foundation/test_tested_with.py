@@ -1,5 +1,5 @@
 """README's "Tested with" table names the agent versions the conformance suite installs
-(tests/clients/<name>/ pins them; tests/e2e/test_agents_*.py runs them)."""
+(tests/clients/<name>/ pins them; tests/gateway/handlers/test_agents_*.py runs them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Stream checkpoints and key lookups when the database fails (issue 13, item 2): the parts that
-need no running gateway. The crash itself is tested end to end (tests/e2e/test_durable_usage.py).
+need no running gateway. The crash itself is tested end to end (tests/billing/test_durable_usage.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import database_url, start_gateway
+from tests.support.stack import database_url, start_gateway
+
+pytestmark = pytest.mark.e2e
 
 FLOOD_SECONDS = float(os.environ.get("EZAT_TEST_FLOOD_SECONDS", "30"))
 CONCURRENCY = 12

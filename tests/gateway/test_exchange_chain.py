@@ -3,7 +3,7 @@ a model at capacity or cooling down is passed over for the next one, the hold is
 model's, and a single model is still tried when cooling (cooldowns are a preference). Also the
 drain after a disconnect at the first token, whose usage is in the part of the read not split yet.
 
-The end-to-end behaviour through the SDKs is in tests/e2e/test_model_fallbacks.py; these cases
+The end-to-end behaviour through the SDKs is in tests/gateway/routing/test_model_fallbacks.py; these cases
 need slots and cooldowns set exactly, which the shared e2e stack cannot do without filling a
 serve-all deployment's hundred slots.
 """
@@ -32,7 +32,7 @@ from gateway.routing import health
 from gateway.upstream import client
 from gateway.usage import UsageTracker
 from simulator.testing import SimulatorThread
-from tests.limits.conftest import StaticMoney
+from tests.gateway.limits.conftest import StaticMoney
 
 KEY = KeyInfo(id=7, org_id=7, prefix="ezat_sk_test", rpm_limit=1000, spend_cap_nano=None)
 _ids = itertools.count(random.randrange(10**9, 2 * 10**9))  # fresh ids: fresh health state

@@ -6,7 +6,7 @@ exception frame or broken CRC). The client gets an error; the usage record has t
 cache tokens of `message_start` and the output delivered until then (4 characters a token, at
 least `message_start`'s placeholder 1, `output_exact` false), with status `stream_failed`. Its
 cost is checked against the catalog's prices computed here, independently of the gateway.
-A failure before the first token stays unbilled (tests/e2e/test_limits_billing_usage.py).
+A failure before the first token stays unbilled (tests/billing/test_limits_billing_usage.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import openai
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.limits_billing_support import SONNET, expected_cost_nano, wait_for
-from tests.e2e.platforms_lab import PlatformLab, make_platform_lab, platform_simulators
+from tests.support.limits_billing_support import SONNET, expected_cost_nano, wait_for
+from tests.support.platforms_lab import PlatformLab, make_platform_lab, platform_simulators
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +38,7 @@ FAULTS = {
 
 
 def expected_nano(usage: dict[str, int], output: int) -> int:
-    """The catalog's price of these tokens (tests/e2e/limits_billing_support.py), half up."""
+    """The catalog's price of these tokens (tests/support/limits_billing_support.py), half up."""
     write_1h = usage.get("cache_write_1h", 0)
     record = SimpleNamespace(
         input_tokens=usage["input"],

@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from gateway.request_limits import MAX_REQUEST_BYTES
-from tests.e2e.conftest import Stack
 from tests.media_samples import b64, png
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

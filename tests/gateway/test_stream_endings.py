@@ -1,5 +1,5 @@
 """How a committed stream's end is billed when it ends badly (gateway/exchange.py): the parts that
-need no running gateway. The amounts are checked end to end in tests/e2e/test_partial_streams.py.
+need no running gateway. The amounts are checked end to end in tests/gateway/test_partial_streams.py.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from catalog.snapshot import DeploymentInfo
 from gateway import upstream
 from gateway.upstream import UpstreamClient, UpstreamDisconnected
-from tests.unit.image_server import self_signed_cert
+from tests.gateway.images.image_server import self_signed_cert
 
 Reply = Callable[[asyncio.StreamWriter, bytes], object]
 

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from alerts import signing
 from tests.alerts.receiver import webhook_receiver
-from tests.browser.conftest import App, shot
+from tests.support.browser import App, shot
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.browser
@@ -108,7 +108,7 @@ def test_playground_shows_the_gateways_validation_error_inline(
     page.goto(app.url + "/dashboard/playground/")
     # A model the gateway does not know (the page only offers known ones, so add one): the
     # gateway's own refusal shows inline, with its status. (An empty prompt is refused by the
-    # page itself: tests/browser/test_dashboard_v3_browser.py.)
+    # page itself: tests/dashboard/test_dashboard_v3_browser.py.)
     page.evaluate(
         "() => { const o = new Option('no/such-model', 'no/such-model');"
         " document.getElementById('pg-model').add(o); o.selected = true; }"
@@ -122,7 +122,7 @@ def test_playground_shows_the_gateways_validation_error_inline(
 
 def test_playground_run_refuses_a_cross_site_post(browser: Any, own_app: App) -> None:
     """CSRF: without the page's token the relay refuses (and mints no key)."""
-    from tests.browser.conftest import new_page, sign_in
+    from tests.support.browser import new_page, sign_in
 
     page = new_page(browser)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

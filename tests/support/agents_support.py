@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.thinking import sign
-from tests.e2e.conftest import ROOT, Key, Stack
+from tests.support.stack import ROOT, Key, Stack
 
 CLIENTS = ROOT / "tests" / "clients"
 NOTES = "notes.txt"

@@ -1,4 +1,7 @@
-"""A running EZAT Router (uvicorn, the production ASGI app) in front of the upstream simulator,
+"""The browser tests' fixtures (a pytest plugin, loaded by tests/conftest.py for every
+directory: the browser tests live with their app, tests/dashboard and tests/playground).
+
+A running EZAT Router (uvicorn, the production ASGI app) in front of the upstream simulator,
 driven by a real headless Debian Chromium through Playwright.
 
 The server shares the pytest-django test database: data is created outside test transactions
@@ -25,7 +28,7 @@ import httpx
 import pytest
 
 from tests import services
-from tests.e2e.conftest import database_url, free_port
+from tests.support.stack import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -57,14 +60,16 @@ SERVER_ENV = {
     "EZAT_WEBHOOK_ALLOW_LOOPBACK": "true",
 }
 
-if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
-    reason = (
-        "the browser tests need Debian's chromium (apt-get install chromium; scripts/test.sh "
-        "offers to install it)"
-    )
-    if services.strict():  # CI must run them: a collection error, not a skip
-        raise services.MissingTool(reason)
-    pytest.skip(reason, allow_module_level=True)
+
+def require_chromium() -> None:
+    """The browser tests need Debian's chromium. Checked when a test asks for the app or the
+    browser (this module is a plugin every run loads, tests/conftest.py): a missing one is a
+    MissingTool, which the suite reports as a skip with this reason, and as a failure in CI."""
+    if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
+        raise services.MissingTool(
+            "the browser tests need Debian's chromium (apt-get install chromium; scripts/test.sh "
+            "offers to install it)"
+        )
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
@@ -186,6 +191,7 @@ def app(
 ) -> Iterator[App]:
     from django.db import connection
 
+    require_chromium()
     tmp = tmp_path_factory.mktemp("browser")
     suffix = f"{os.getpid()}{secrets.token_hex(2)}"
     sim_port, app_port = free_port(), free_port()
@@ -248,6 +254,7 @@ def browser(app: App) -> Iterator[Any]:
     """
     from playwright.sync_api import sync_playwright
 
+    require_chromium()
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium

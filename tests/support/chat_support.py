@@ -18,7 +18,7 @@ import openai
 import orjson
 from openai import OpenAI
 
-from tests.e2e.conftest import Key, Stack
+from tests.support.stack import Key, Stack
 
 SONNET = "anthropic/claude-sonnet-5-5"  # sampling false, caching on, levels low..max
 OPUS_46 = "anthropic/claude-opus-4-6"  # sampling true, no xhigh level

@@ -26,8 +26,8 @@ import httpx
 import openai
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.routing_lab import wait_for_model
+from tests.support.routing_lab import wait_for_model
+from tests.support.stack import Key, Stack
 
 BASE_MODEL = "anthropic/claude-sonnet-5-5"
 SIM_LABELS = ("a1", "a2", "b1", "b2")

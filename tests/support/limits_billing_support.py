@@ -1,4 +1,4 @@
-"""Helpers for the limits and billing end-to-end tests (tests/e2e/test_limits_billing_*.py).
+"""Helpers for the limits and billing end-to-end tests (tests/gateway/limits/test_limits_billing_*.py, tests/billing/test_limits_billing_usage.py).
 
 Expected costs are computed here from `catalog/data/models.json` with Decimal arithmetic, not
 with `catalog.pricing`, so a wrong price conversion or rounding in the product cannot cancel out
@@ -27,7 +27,7 @@ import httpx
 
 from catalog.pricing import Prices, worst_case_nano
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 SONNET = "anthropic/claude-sonnet-5-5"

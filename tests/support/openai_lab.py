@@ -12,8 +12,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from tests.e2e.conftest import SIM_KEYS, Key, Stack
-from tests.e2e.routing_lab import wait_for_model
+from tests.support.routing_lab import wait_for_model
+from tests.support.stack import SIM_KEYS, Key, Stack
 
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"

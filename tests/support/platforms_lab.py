@@ -16,8 +16,8 @@ from typing import Any
 
 from simulator.platforms import PlatformSim
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.routing_lab import BASE_MODEL, Lab, LabDeployment, wait_for_model
+from tests.support.routing_lab import BASE_MODEL, Lab, LabDeployment, wait_for_model
+from tests.support.stack import Stack
 
 AWS_KEY_ID = "AKIAEZATSIMULATOR001"
 AWS_SECRET = "ezatSimulatorSecret/0123456789+abcdefghij"

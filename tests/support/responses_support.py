@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import orjson
 
-from tests.e2e.chat_support import RawStream
-from tests.e2e.conftest import Key, Stack
+from tests.support.chat_support import RawStream
+from tests.support.stack import Key, Stack
 
 SONNET = "anthropic/claude-sonnet-5-5"
 

@@ -24,7 +24,7 @@ import openai
 from catalog.snapshot import DeploymentInfo, Route
 from gateway.routing import rendezvous_order
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Key, Stack
+from tests.support.stack import Key, Stack
 
 BASE_MODEL = "anthropic/claude-sonnet-5-5"
 LABELS = ("x", "y", "z")

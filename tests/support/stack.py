@@ -1,4 +1,5 @@
-"""The running stack for end-to-end tests: the real gateway (uvicorn subprocess, the production
+"""The running stack for end-to-end tests (a pytest plugin, loaded by tests/conftest.py for
+every directory, since the e2e tests live with the code they test): the real gateway (uvicorn subprocess, the production
 ASGI app) in front of real simulator servers, sharing the pytest-django test database.
 
 Customers' SDKs drive the gateway over HTTP; tests read what the simulators received through
@@ -26,8 +27,8 @@ import pytest
 
 from simulator.testing import SimulatorThread
 from tests import services
-from tests.e2e import schemas
 from tests.services import free_port
+from tests.support import schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_KEYS = ("sk-sim-a", "sk-sim-b", "sk-sim-c")
@@ -261,9 +262,13 @@ def e2e(stack: Stack) -> Stack:
 
 
 @pytest.fixture(autouse=True)
-def sdk_schemas() -> Iterator[schemas.Watch]:
-    """Every gateway answer a test reads is checked against the official SDKs' types
-    (tests/e2e/schemas.py); a violation fails the test, whatever its own assertions say."""
+def sdk_schemas(request: pytest.FixtureRequest) -> Iterator[schemas.Watch]:
+    """Every gateway answer an e2e test reads is checked against the official SDKs' types
+    (tests/support/schemas.py); a violation fails the test, whatever its own assertions say.
+    Other kinds are not watched (a unit test's fake answers are no gateway's)."""
+    if request.node.get_closest_marker("e2e") is None:
+        yield schemas.Watch()
+        return
     with schemas.watch() as seen:
         yield seen
     if seen.violations:

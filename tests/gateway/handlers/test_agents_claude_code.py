@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.agents_support import (
+from tests.support.agents_support import (
     CLIENTS,
     DONE_TEXT,
     FIRST,
@@ -26,7 +26,7 @@ from tests.e2e.agents_support import (
     installed,
     script,
 )
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.agents_support import (
+from tests.support.agents_support import (
     CLIENTS,
     DONE_TEXT,
     FIRST,
@@ -34,8 +34,8 @@ from tests.e2e.agents_support import (
     pinned_npm,
     script,
 )
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.responses_support import SONNET
+from tests.support.responses_support import SONNET
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -183,7 +183,7 @@ def test_codex_exec_on_a_gpt_like_model(e2e: Stack, tmp_path: Path) -> None:
     """Codex on an OpenAI-kind model (issue 30): Responses → the internal dialect → Chat
     Completions on the simulator's OpenAI front; the loop writes, reads and patches the file and
     every call is billed once, at the GPT-like model."""
-    from tests.e2e.openai_lab import make_openai_lab
+    from tests.support.openai_lab import make_openai_lab
 
     lab = make_openai_lab(e2e)
     script(e2e, STEPS, MATCH, path="chat_completions")
@@ -206,7 +206,7 @@ def test_codex_exec_on_a_gpt_like_model_relayed_to_responses(e2e: Stack, tmp_pat
     item 5): Codex's Responses requests are relayed to the simulator's /v1/responses as sent
     (model renamed, its hosted web_search left out), never translated to Chat Completions, and
     every call is billed once at the GPT-like model."""
-    from tests.e2e.openai_lab import make_openai_lab
+    from tests.support.openai_lab import make_openai_lab
 
     lab = make_openai_lab(e2e, options={"responses_api": True})
     script(e2e, STEPS, MATCH, path="responses")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.agents_support import (
+from tests.gateway.handlers.test_responses_clients import run_client
+from tests.support.agents_support import (
     DONE_TEXT,
     FIRST,
     NOTES,
@@ -22,8 +23,7 @@ from tests.e2e.agents_support import (
     loop_calls,
     script,
 )
-from tests.e2e.conftest import Stack
-from tests.e2e.test_responses_clients import run_client
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +63,7 @@ def test_agents_sdk_on_a_gpt_like_model(e2e: Stack, tmp_path: Path) -> None:
     OpenAI front; the deployment sets no Responses relay option). Its function tools are strict
     (the SDK's default), and the simulator checks strict schemas as OpenAI does; the loop writes,
     reads and patches the file, and every call is billed once, at the GPT-like model."""
-    from tests.e2e.openai_lab import make_openai_lab
+    from tests.support.openai_lab import make_openai_lab
 
     lab = make_openai_lab(e2e)
     script(e2e, STEPS, MATCH, path="chat_completions")

@@ -8,7 +8,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.chat_support import (
+from tests.support.chat_support import (
     HAIKU,
     SONNET,
     TIME_TOOL,
@@ -19,7 +19,7 @@ from tests.e2e.chat_support import (
     upstream,
     upstream_records,
 )
-from tests.e2e.conftest import Key, Stack
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,15 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.chat_support import SONNET, chat_url, client, error_of, post_chat, upstream_records
-from tests.e2e.conftest import Stack
+from tests.support.chat_support import (
+    SONNET,
+    chat_url,
+    client,
+    error_of,
+    post_chat,
+    upstream_records,
+)
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

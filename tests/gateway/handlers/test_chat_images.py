@@ -10,7 +10,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.chat_support import (
+from tests.support.chat_support import (
     IMAGES,
     SONNET,
     ImageHost,
@@ -21,7 +21,7 @@ from tests.e2e.chat_support import (
     upstream_records,
     without_cache_control,
 )
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

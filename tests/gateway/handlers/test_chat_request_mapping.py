@@ -13,7 +13,7 @@ import openai
 import pydantic
 import pytest
 
-from tests.e2e.chat_support import (
+from tests.support.chat_support import (
     ANTHROPIC_KEYS,
     HAIKU,
     NO_CACHE,
@@ -27,7 +27,7 @@ from tests.e2e.chat_support import (
     upstream_records,
     without_cache_control,
 )
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from simulator.tokens import estimate_input_tokens
-from tests.e2e.chat_support import (
+from tests.support.chat_support import (
     NO_CACHE,
     SONNET,
     TIME_TOOL,
@@ -18,7 +18,7 @@ from tests.e2e.chat_support import (
     post_chat,
     upstream,
 )
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

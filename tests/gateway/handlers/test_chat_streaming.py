@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.chat_support import (
+from tests.support.chat_support import (
     OPUS_46,
     SONNET,
     SONNET_5,
@@ -22,7 +22,7 @@ from tests.e2e.chat_support import (
     stream_raw,
     upstream,
 )
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.chat_support import (
+from tests.support.chat_support import (
     HAIKU,
     NO_CACHE,
     OPUS_46,
@@ -23,7 +23,7 @@ from tests.e2e.chat_support import (
     upstream_records,
     without_cache_control,
 )
-from tests.e2e.conftest import Key, Stack
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.conftest import Key, Stack
 from tests.media_samples import b64, gif, pdf, png
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

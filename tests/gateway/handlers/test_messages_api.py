@@ -8,7 +8,7 @@ import anthropic
 import httpx
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.support.stack import Stack
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -21,8 +21,8 @@ import openai
 import pytest
 
 from catalog.pricing import Prices, worst_case_nano
-from tests.e2e.conftest import ROOT, Key, Stack
-from tests.e2e.limits_billing_support import nano_to_usd_str, wait_for
+from tests.support.limits_billing_support import nano_to_usd_str, wait_for
+from tests.support.stack import ROOT, Key, Stack
 
 pytestmark = pytest.mark.e2e
 

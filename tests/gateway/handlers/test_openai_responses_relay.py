@@ -4,7 +4,7 @@ the client sent it with the model renamed, the answer and its events come back w
 renamed back, usage is billed once from the provider's figures, failover happens before the
 first event, errors keep OpenAI's envelope, and a relayed stored response is continued on the
 deployment that keeps it (and only by its own org). Driven with the official openai SDK and
-validated against its types (tests/e2e/schemas.py)."""
+validated against its types (tests/support/schemas.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from tests.e2e import schemas
-from tests.e2e.conftest import Stack
-from tests.e2e.limits_billing_support import records_by_request
-from tests.e2e.openai_lab import OpenAILab, make_openai_lab
-from tests.e2e.responses_support import SONNET
+from tests.support import schemas
+from tests.support.limits_billing_support import records_by_request
+from tests.support.openai_lab import OpenAILab, make_openai_lab
+from tests.support.responses_support import SONNET
+from tests.support.stack import Stack
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Key, Stack
+from tests.support.stack import ROOT, Key, Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -147,7 +147,7 @@ def test_ai_sdk_anthropic_provider_without_max_output_tokens(e2e: Stack, tmp_pat
 def test_claude_code_runs_on_a_gpt_like_model(e2e: Stack, tmp_path: Path) -> None:
     """Claude Code (headless) on an OpenAI-kind model (issue 30, contract item 10): every turn is
     translated to the simulator's OpenAI front, none goes to a Messages API, each is billed."""
-    from tests.e2e.openai_lab import make_openai_lab
+    from tests.support.openai_lab import make_openai_lab
 
     lab = make_openai_lab(e2e, max_output_tokens=32_000)
     result = _run_claude(e2e, lab.key, tmp_path, "--model", lab.model)

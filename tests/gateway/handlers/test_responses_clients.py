@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.chat_support import upstream, upstream_records
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.responses_support import SONNET
+from tests.support.chat_support import upstream, upstream_records
+from tests.support.responses_support import SONNET
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 
-CLIENTS = Path(__file__).resolve().parents[1] / "clients"
+CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 
 
 def run_client(

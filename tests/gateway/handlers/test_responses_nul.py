@@ -13,9 +13,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.chat_support import upstream
-from tests.e2e.conftest import Stack
-from tests.e2e.responses_support import SONNET, post
+from tests.support.chat_support import upstream
+from tests.support.responses_support import SONNET, post
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -12,9 +12,9 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel
 
-from tests.e2e.chat_support import error_of, upstream, upstream_records
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.responses_support import SONNET, WEATHER_TOOL
+from tests.support.chat_support import error_of, upstream, upstream_records
+from tests.support.responses_support import SONNET, WEATHER_TOOL
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

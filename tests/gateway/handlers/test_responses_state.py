@@ -9,15 +9,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.chat_support import upstream
-from tests.e2e.conftest import (
+from tests.support.chat_support import upstream
+from tests.support.responses_support import SONNET, WEATHER_TOOL, post
+from tests.support.stack import (
     GatewayProcess,
     Key,
     Stack,
     database_url,
     start_gateway,
 )
-from tests.e2e.responses_support import SONNET, WEATHER_TOOL, post
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,9 @@ import pytest
 from openai import OpenAI
 from pydantic import TypeAdapter
 
-from tests.e2e.chat_support import upstream, upstream_records
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.responses_support import SONNET, events, stream_raw
+from tests.support.chat_support import upstream, upstream_records
+from tests.support.responses_support import SONNET, events, stream_raw
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

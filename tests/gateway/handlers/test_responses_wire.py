@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.chat_support import upstream_records
-from tests.e2e.conftest import Stack
-from tests.e2e.responses_support import SONNET, WEATHER_TOOL, events, post, stream_raw
+from tests.support.chat_support import upstream_records
+from tests.support.responses_support import SONNET, WEATHER_TOOL, events, post, stream_raw
+from tests.support.stack import Stack
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Key, Stack
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import (
+from tests.media_samples import png
+from tests.support.stack import (
     GatewayProcess,
     Key,
     Stack,
@@ -23,7 +24,6 @@ from tests.e2e.conftest import (
     e2e_redis_url,
     start_gateway,
 )
-from tests.media_samples import png
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -56,7 +56,7 @@ def _client_side() -> tracemalloc.Snapshot:
     return tracemalloc.take_snapshot().filter_traces(
         (
             tracemalloc.Filter(False, "*/aiohttp/*"),
-            tracemalloc.Filter(False, "*/tests/unit/image_server.py"),
+            tracemalloc.Filter(False, "*/tests/gateway/images/image_server.py"),
         )
     )
 

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import GatewayProcess, Stack, database_url, e2e_redis_url, start_gateway
-from tests.e2e.limits_billing_support import (
+from tests.support.limits_billing_support import (
     CHAT,
     COUNT_TOKENS,
     MESSAGES,
@@ -38,6 +37,7 @@ from tests.e2e.limits_billing_support import (
     run_burst_held_upstream,
     upstream_records_with,
 )
+from tests.support.stack import GatewayProcess, Stack, database_url, e2e_redis_url, start_gateway
 
 pytestmark = pytest.mark.e2e
 

@@ -22,11 +22,13 @@ import pytest
 import redis
 
 from tests import services
-from tests.e2e.conftest import Stack, database_url, start_gateway
-from tests.e2e.limits_billing_support import auth, chat_body, messages_body
+from tests.support.limits_billing_support import auth, chat_body, messages_body
+from tests.support.stack import Stack, database_url, start_gateway
 from tests.waiting import wait_for
 
 # `<unix time> [<db> <client address or "lua">] "COMMAND" "arg" ...`
+pytestmark = pytest.mark.e2e
+
 _LINE = re.compile(r"^[0-9.]+ \[\d+ (?P<who>\S+)\] (?P<args>.*)$")
 _ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 

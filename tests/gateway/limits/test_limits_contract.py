@@ -21,7 +21,15 @@ from gateway.limits.base import (
 from gateway.limits.local import LocalLimiter
 from gateway.limits.redis import RedisLimiter
 from gateway.limits.seed import DbMoneySource
-from tests.limits.conftest import REDIS_URL, T0, FakeClock, delete_prefix, new_prefix, orm, req
+from tests.gateway.limits.conftest import (
+    REDIS_URL,
+    T0,
+    FakeClock,
+    delete_prefix,
+    new_prefix,
+    orm,
+    req,
+)
 
 HOLD = 1_000
 

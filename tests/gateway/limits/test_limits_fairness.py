@@ -12,8 +12,8 @@ from gateway.limits.base import (
     InsufficientFunds,
 )
 from gateway.limits.common import share_caps
-from tests.limits.conftest import FakeClock, req
-from tests.limits.test_limits_contract import HOLD, refused
+from tests.gateway.limits.conftest import FakeClock, req
+from tests.gateway.limits.test_limits_contract import HOLD, refused
 
 
 async def settle(lim, rid: str, *, key_id: int = 1, org_id: int = 1, deployment_id=None) -> None:

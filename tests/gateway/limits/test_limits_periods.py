@@ -10,7 +10,7 @@ import pytest
 
 from gateway.limits.base import InsufficientFunds
 from gateway.limits.seed import DbMoneySource
-from tests.limits.conftest import T0, req
+from tests.gateway.limits.conftest import T0, req
 
 HOLD = 1_000
 
@@ -129,7 +129,7 @@ async def test_available_balance_subtracts_open_holds(backend, org_rows, setting
     from billing import dashboard_selectors as sel
     from gateway.limits import get_limiter, open_holds_nano, reset_limiter
     from gateway.limits.redis import RedisLimiter
-    from tests.limits.conftest import REDIS_URL, delete_prefix, new_prefix, orm
+    from tests.gateway.limits.conftest import REDIS_URL, delete_prefix, new_prefix, orm
 
     settings.REDIS_URL = REDIS_URL if backend == "redis" else ""
     settings.EZAT_REDIS_PREFIX = prefix = new_prefix()
@@ -161,7 +161,7 @@ async def test_available_balance_subtracts_open_holds(backend, org_rows, setting
 def test_open_holds_unavailable_when_redis_is_down(settings) -> None:
     from billing.dashboard_selectors import Balances
     from gateway.limits import open_holds_nano, reset_limiter
-    from tests.limits.conftest import DEAD_REDIS_URL
+    from tests.gateway.limits.conftest import DEAD_REDIS_URL
 
     settings.REDIS_URL = DEAD_REDIS_URL
     reset_limiter()

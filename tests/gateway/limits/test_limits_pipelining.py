@@ -23,7 +23,14 @@ from redis.exceptions import ResponseError
 from gateway.limits.base import Admitted, InsufficientFunds
 from gateway.limits.redis import RedisLimiter
 from gateway.limits.resp import RespClient, ScriptRef, pack
-from tests.limits.conftest import REDIS_URL, FakeClock, StaticMoney, delete_prefix, new_prefix, req
+from tests.gateway.limits.conftest import (
+    REDIS_URL,
+    FakeClock,
+    StaticMoney,
+    delete_prefix,
+    new_prefix,
+    req,
+)
 
 # Echoes its caller's token (and how many arguments it got), or fails when asked to: replies
 # that differ per caller, errors among them.

@@ -19,7 +19,7 @@ from gateway.limits.base import (
 )
 from gateway.limits.redis import RedisLimiter
 from gateway.limits.seed import DbMoneySource
-from tests.limits.conftest import (
+from tests.gateway.limits.conftest import (
     DEAD_REDIS_URL,
     REDIS_URL,
     FakeClock,

@@ -25,7 +25,7 @@ from gateway.limits.settlement import (
     settle_periods,
     touches_money,
 )
-from tests.limits.conftest import T0
+from tests.gateway.limits.conftest import T0
 
 NOW = T0 + 10
 

@@ -33,8 +33,15 @@ from gateway.limits.settlement import (
     settle,
     settle_periods,
 )
-from tests.limits.conftest import REDIS_URL, T0, FakeClock, StaticMoney, delete_prefix, new_prefix
-from tests.limits.conftest import req as make_req
+from tests.gateway.limits.conftest import (
+    REDIS_URL,
+    T0,
+    FakeClock,
+    StaticMoney,
+    delete_prefix,
+    new_prefix,
+)
+from tests.gateway.limits.conftest import req as make_req
 
 KEY, ORG = 1, 1
 MONTH_END = datetime(2025, 3, 31, 23, 59, 0, tzinfo=UTC).timestamp()

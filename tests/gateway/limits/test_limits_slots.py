@@ -25,7 +25,7 @@ from gateway.limits.resp import RespClient
 from gateway.routing import cooldown_key
 from gateway.signed_kinds import SignedKinds
 from gateway.thinking_store import ThinkingStore
-from tests.limits.conftest import REDIS_URL, StaticMoney, delete_prefix, new_prefix, req
+from tests.gateway.limits.conftest import REDIS_URL, StaticMoney, delete_prefix, new_prefix, req
 
 
 def slots(keys: list[str]) -> set[int]:

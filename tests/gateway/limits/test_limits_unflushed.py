@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.limits.base import CapacityExhausted, InsufficientFunds
-from tests.limits.conftest import StaticMoney, req
+from tests.gateway.limits.conftest import StaticMoney, req
 
 HOLD = 1_000
 

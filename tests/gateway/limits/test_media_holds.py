@@ -21,9 +21,9 @@ import openai
 import pytest
 
 from core.money import nano_to_usd, usd_to_nano
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.limits_billing_support import expected_cost_nano, product_prices
 from tests.media_samples import b64, png
+from tests.support.limits_billing_support import expected_cost_nano, product_prices
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from core.money import nano_to_usd, usd_to_nano
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.limits_billing_support import expected_cost_nano, product_prices
+from tests.support.limits_billing_support import expected_cost_nano, product_prices
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

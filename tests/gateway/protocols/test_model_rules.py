@@ -20,7 +20,7 @@ from gateway.protocols.model_rules import (
 )
 from gateway.protocols.openai.inbound import InvalidRequest, translate_request
 from gateway.protocols.openai_responses.inbound import translate_request as translate_responses
-from tests.unit.openai_helpers import CAPS, TOOL, chat
+from tests.gateway.protocols.openai_helpers import CAPS, TOOL, chat
 
 ALL = ("low", "medium", "high", "xhigh", "max")
 NO_XHIGH = ("low", "medium", "high", "max")

@@ -9,10 +9,12 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from tests.e2e.conftest import Stack
-from tests.e2e.limits_billing_support import records_by_request
-from tests.e2e.openai_lab import OpenAILab, make_openai_lab
+from tests.support.limits_billing_support import records_by_request
+from tests.support.openai_lab import OpenAILab, make_openai_lab
+from tests.support.stack import Stack
 from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
 
 CLAUDE = "anthropic/claude-sonnet-5-5"
 

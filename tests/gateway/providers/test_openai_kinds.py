@@ -11,8 +11,10 @@ import openai
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.routing_lab import wait_for_model
+from tests.support.routing_lab import wait_for_model
+from tests.support.stack import Key, Stack
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,12 @@ import httpx
 import pytest
 from anthropic.types import Message
 
-from tests.e2e.conftest import Stack
-from tests.e2e.limits_billing_support import records_by_request
-from tests.e2e.openai_lab import OpenAILab, make_openai_lab
+from tests.support.limits_billing_support import records_by_request
+from tests.support.openai_lab import OpenAILab, make_openai_lab
+from tests.support.stack import Stack
 from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
 
 TOOL = {
     "name": "write_file",

@@ -14,8 +14,8 @@ import pytest
 from anthropic.types import Message
 
 from gateway.providers.openai.request import chat_tool_name
-from tests.e2e.conftest import Stack
-from tests.e2e.openai_lab import OpenAILab, make_openai_lab
+from tests.support.openai_lab import OpenAILab, make_openai_lab
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

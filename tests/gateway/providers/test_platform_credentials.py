@@ -29,8 +29,8 @@ from django.core.management import call_command
 
 from simulator.platforms import PlatformSim
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack, database_url, e2e_redis_url, start_gateway
-from tests.e2e.routing_lab import BASE_MODEL, Lab, LabDeployment, user, wait_for_model
+from tests.support.routing_lab import BASE_MODEL, Lab, LabDeployment, user, wait_for_model
+from tests.support.stack import Stack, database_url, e2e_redis_url, start_gateway
 
 pytestmark = pytest.mark.e2e
 

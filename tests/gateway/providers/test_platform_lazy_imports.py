@@ -17,9 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import GATEWAY_ENV, ROOT, Stack, database_url, e2e_redis_url
-from tests.e2e.routing_lab import BASE_MODEL, user
-from tests.e2e.test_platform_credentials import REGION, bedrock_sim, single_lab, temporary_keys
+from tests.gateway.providers.test_platform_credentials import (
+    REGION,
+    bedrock_sim,
+    single_lab,
+    temporary_keys,
+)
+from tests.support.routing_lab import BASE_MODEL, user
+from tests.support.stack import GATEWAY_ENV, ROOT, Stack, database_url, e2e_redis_url
 
 pytestmark = pytest.mark.e2e
 

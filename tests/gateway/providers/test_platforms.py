@@ -15,9 +15,9 @@ import anthropic
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.platforms_lab import PlatformLab, make_platform_lab, platform_simulators
-from tests.e2e.routing_lab import user
+from tests.support.platforms_lab import PlatformLab, make_platform_lab, platform_simulators
+from tests.support.routing_lab import user
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.routing_lab import BASE_MODEL, Lab, LabDeployment, user, wait_for_model
+from tests.support.routing_lab import BASE_MODEL, Lab, LabDeployment, user, wait_for_model
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """Model fallbacks ("Smart Routing", issue 20) through the official SDKs: the requested model
 cannot answer, another model of the chain does; what the customer sees and what is billed.
 
-Each test gets a fresh lab (tests/e2e/fallback_lab.py): model `a` (two deployments of its own),
+Each test gets a fresh lab (tests/support/fallback_lab.py): model `a` (two deployments of its own),
 model `b` (two of its own, prices of its own), model `c` (small, no vision), all three also served
 by the stack's serve-all deployment.
 """
@@ -18,8 +18,14 @@ import pytest
 
 from catalog.pricing import Prices, TokenCounts, cost_nano
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.fallback_lab import B_PRICES, FallbackLab, lab_simulators, make_fallback_lab, user
+from tests.support.fallback_lab import (
+    B_PRICES,
+    FallbackLab,
+    lab_simulators,
+    make_fallback_lab,
+    user,
+)
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ from gateway.exchange import AttemptFailed, Exchange
 from gateway.prefix_digest import PrefixDigest, prefix_identity
 from gateway.routing import health, rendezvous_order, route_order
 from tests import services
-from tests.unit.test_routing import FakeLimiter, ids, model_with, route, sessions
+from tests.gateway.routing.test_routing import FakeLimiter, ids, model_with, route, sessions
 
 REDIS_URL = services.redis_url(services.REDIS_DB_ROUTING)
 ROUTES = [route(1), route(2), route(3), route(4)]

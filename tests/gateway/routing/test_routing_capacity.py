@@ -19,8 +19,8 @@ import openai
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.support.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.support.stack import Stack
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -22,8 +22,8 @@ import pytest
 from gateway.routing import cooldown_key
 from simulator.testing import SimulatorThread
 from tests import services
-from tests.e2e.conftest import GatewayProcess, Stack, database_url, start_gateway
-from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.support.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.support.stack import GatewayProcess, Stack, database_url, start_gateway
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Stack
-from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, sse_events, user
+from tests.support.routing_lab import Lab, lab_simulators, make_lab, sse_events, user
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -217,7 +217,7 @@ def test_stream_opened_with_keepalives_then_switched_is_one_clean_stream(
 @pytest.mark.parametrize(
     ("api", "status"),
     # Not 401/403: those are the provider refusing the deployment's own credential, an attempt
-    # failure that fails over (tests/e2e/test_bad_deployments.py).
+    # failure that fails over (tests/gateway/routing/test_bad_deployments.py).
     [("messages", 400), ("messages", 404), ("messages", 413), ("chat", 400)],
 )
 def test_request_errors_from_upstream_are_not_retried(lab: Lab, api: str, status: int) -> None:

@@ -22,9 +22,9 @@ from gateway.errors import GatewayError
 from gateway.exchange import AttemptFailed, Exchange
 from gateway.routing import HealthBoard, health, rendezvous_order
 from gateway.routing_policies import InFlight, LeastBusy, Modulo, Random, RoundRobin, in_flight
-from tests.unit.test_routing import FakeLimiter, ids, model_with, route, sessions
+from tests.gateway.routing.test_routing import FakeLimiter, ids, model_with, route, sessions
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ROUTES = [route(3), route(1), route(4), route(2)]  # catalog order is not id order
 
 

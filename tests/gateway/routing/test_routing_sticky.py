@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Key, Stack
-from tests.e2e.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.support.routing_lab import Lab, lab_simulators, make_lab, user
+from tests.support.stack import Key, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,8 @@ import openai
 import pytest
 
 from simulator.testing import SimulatorThread
-from tests.e2e.conftest import Key, Stack, e2e_redis_url, start_gateway
-from tests.e2e.routing_lab import lab_simulators, make_lab, user
+from tests.support.routing_lab import lab_simulators, make_lab, user
+from tests.support.stack import Key, Stack, e2e_redis_url, start_gateway
 
 pytestmark = pytest.mark.e2e
 
@@ -315,7 +315,7 @@ def test_a_killed_gateway_releases_its_slots_within_30_seconds(
     from django.db import connection
 
     from catalog.models import Deployment
-    from tests.e2e.conftest import database_url
+    from tests.support.stack import database_url
 
     with e2e.blocker.unblock():
         db_url = database_url(connection.settings_dict)
@@ -369,7 +369,7 @@ def test_settings_defaults_are_documented() -> None:
     """Every fairness setting is in docs/settings.md's table."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "settings.md").read_text()
     for name in (
         "EZAT_DEFAULT_KEY_CONCURRENCY",
         "EZAT_DEFAULT_ORG_CONCURRENCY",
