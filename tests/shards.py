@@ -113,13 +113,19 @@ def assignment(files: list[str] | None = None) -> dict[str, list[str]]:
 def file_durations(junit_paths: list[str]) -> dict[str, float]:
     """Seconds per test file, summed over the test cases of the given JUnit reports."""
     seconds: dict[str, float] = defaultdict(float)
+    # A directory without __init__.py (tests/cluster) reports its modules by file name alone.
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for file in test_files():
+        by_name[Path(file).stem].append(file)
     for junit in junit_paths:
         for case in ET.parse(junit).getroot().iter("testcase"):
             module = case.get("classname", "").split(".")
             # classname is the module's dotted path, then the class when there is one.
             for end in range(len(module), 0, -1):
                 candidate = "/".join(module[:end]) + ".py"
-                if (ROOT / candidate).exists():
+                if (ROOT / candidate).exists() or len(by_name.get(module[end - 1], [])) == 1:
+                    if not (ROOT / candidate).exists():
+                        candidate = by_name[module[end - 1]][0]
                     seconds[candidate] += float(case.get("time") or 0)
                     break
     return dict(seconds)
