@@ -10,7 +10,10 @@ Each shard's files are given to pytest in the order a one-process run collects t
 directory by directory, names sorted), so a shard runs a subsequence of that run: the order an
 engineer gets from `pytest tests`, with pytest-django's stable sort by database use on top.
 
-Balance: measured from a full run's artifacts/junit-<shard>.xml (`python -m tests.shards
+Balance (last measured 2026-12-07 on a 2-core box under a load of ~25, so every time ~3x CI's;
+the run was stopped at 26 min, the shards then 55-100 % done): e2e-routing, rest and browser
+were the longest, e2e-providers and e2e-responses the shortest, so tests/api and the gateway's
+top-level modules moved to those two. Measured from a full run's artifacts/junit-<shard>.xml (`python -m tests.shards
 durations artifacts/junit-*.xml` prints each file's and each shard's time). The end-to-end
 files are the bulk; every shard that has any starts a stack (gateway and simulators) of its
 own, so each shard takes whole areas rather than a few files of every area.
@@ -39,16 +42,19 @@ REST = "rest"
 SHARDS: dict[str, tuple[str, ...]] = {
     # The translated and relayed APIs end to end: the largest area, in two.
     "e2e-chat": ("tests/gateway/handlers/test_[a-m]*.py",),
-    "e2e-responses": ("tests/gateway/handlers/test_[n-z]*.py",),
+    "e2e-responses": (
+        "tests/gateway/handlers/test_[n-z]*.py",
+        "tests/gateway/test_*.py",
+    ),
     "e2e-providers": (
         "tests/gateway/providers/test_*.py",
         "tests/gateway/images/test_*.py",
         "tests/gateway/protocols/test_*.py",
+        "tests/api/test_*.py",
     ),
     "e2e-routing": (
         "tests/gateway/routing/test_*.py",
         "tests/gateway/limits/test_*.py",
-        "tests/gateway/test_*.py",
     ),
     "slow": (
         "tests/bench/test_*.py",
