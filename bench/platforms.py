@@ -17,8 +17,8 @@ the median over the rounds.
 - CPU per streamed event, unpaced and paced 1 ms (bench.run's method: Δ CPU per stream between
   a 64-token and a long stream ÷ the extra events);
 - idle RSS of the worker before any request (botocore and google-auth not loaded: they load
-  with the first Bedrock / Vertex request, tests/unit/test_platform_imports.py), and after each
-  kind's first request.
+  with the first Bedrock / Vertex request,
+  tests/gateway/providers/test_platform_imports.py), and after each kind's first request.
 
 Targets (issue 15): Bedrock ≤ 1.3× the Anthropic kind per request, ≤ 2× per streamed event; idle
 RSS of a worker without Bedrock or Vertex deployments unchanged.

@@ -8,7 +8,7 @@ from that node and sends each command to the primary that owns its keys.
 That only works because every script, MGET and transaction of the gateway names keys of one hash
 slot: the keys carry hash tags (`{…}`), see `tag` and the key layouts of the callers
 (gateway/limits/scripts.py, thinking_store.py, signed_kinds.py, routing.py, prefix_digest.py,
-checkpoints.py). tests/unit/test_redis_slots.py checks it for every multi-key call.
+checkpoints.py). The topology tests run them on a Redis Cluster (tests/infra/test_infra_compat.py).
 """
 
 from __future__ import annotations

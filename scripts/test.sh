@@ -3,7 +3,7 @@
 # else the embedded default. pytest's "no tests collected" (exit 5) is a failure.
 #
 # With no arguments the suite runs as parallel shards (scripts/test_shards.sh says why and how);
-# with arguments (`make test ARGS...` or `bash scripts/test.sh tests/unit -k foo`) it is one
+# with arguments (`make test ARGS...` or `bash scripts/test.sh tests/billing -k foo`) it is one
 # plain pytest run over what was asked for. EZAT_TEST_SHARDS=1 runs the whole suite in one process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ missing=()
 [ -x /usr/bin/prometheus ] || missing+=(prometheus)
 [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 # docker-compose (1.29, Debian's) only parses docker/compose.yml (`docker-compose config`,
-# tests/unit/test_compose_scaleout.py); `docker compose` v2 is not packaged here.
+# tests/foundation/test_compose_scaleout.py); `docker compose` v2 is not packaged here.
 [ -x /usr/bin/docker-compose ] || missing+=(docker-compose)
 # valgrind: the instruction-count guard (tests/bench/test_icount_guard.py, bench/icount.py).
 [ -x /usr/bin/valgrind ] || missing+=(valgrind)

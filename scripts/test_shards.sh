@@ -1,59 +1,29 @@
 #!/usr/bin/env bash
 # The whole suite as parallel shards: one pytest process per shard, started together, each over
-# whole test directories (the end-to-end one split by file name) in the suite's own order, each with its own test database
-# (`EZAT_TEST_SHARD` names it, tests/services.py) and its own private Redis (every pytest
-# process starts one). Fails when any shard fails or collects nothing.
+# the test files tests/shards.py assigns it, in the suite's own order, each with its own test
+# database (`EZAT_TEST_SHARD` names it, tests/services.py) and its own private Redis (every
+# pytest process starts one). Fails when any shard fails or collects nothing, or when the
+# shard table does not put every test file in exactly one shard.
 #
-# Why shards of whole directories, not pytest-xdist: the suite is mostly waiting (on gateway
-# subprocesses, simulators, Celery workers, browsers), so on a 2-core machine two or three
-# processes finish in well under the serial time. But xdist hands out files in an order of its
-# own, and several suites legitimately share their session's database with committed data (the
-# e2e stack seeds the catalog once per session; transactional tests count what is committed).
-# A shard of whole directories (or files) runs its tests in the order a one-process run gives them (pytest's
-# collection order, then pytest-django's stable sort by database use): a subsequence of that run,
-# and exactly what an engineer gets from `pytest tests/<dir>`.
-#
-# Balance (measured: artifacts/junit-<shard>.xml holds every test's time): the end-to-end suite
-# is the largest; the benchmark smoke tests, the quickstart and the browser tests are long and
-# mostly wait, so they share a shard. Every directory not named below lands in the last shard,
-# so a new directory is never left out.
+# Why shards of whole files, not pytest-xdist: the suite is mostly waiting (on gateway
+# subprocesses, simulators, Celery workers, browsers), so on a 2-core machine a few processes
+# finish in well under the serial time. But xdist hands out tests in an order of its own, and
+# several suites legitimately share their session's database with committed data (the e2e
+# stack seeds the catalog once per session; transactional tests count what is committed). A
+# shard of whole files runs its tests in the order a one-process run gives them (pytest's
+# collection order, then pytest-django's stable sort by database use): a subsequence of that
+# run. The tests mirror the product's tree (docs/testing.md), so a shard is a list of files
+# (tests/shards.py: which, and the measured balance), not a directory.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The end-to-end directory is split by file name in three (it is the largest, and the fallback
-# lab alone takes minutes); each part starts a stack (gateway, simulators) of its own. The
-# benchmark smoke, browser and foundation tests are long and mostly wait: they share a shard,
-# with the instruction-count guard (tests/bench/test_icount_guard.py: ~15 s of CPU under
-# valgrind, one process, the rest of the shard waiting meanwhile).
-# The topologies (tests/cluster: three gateways behind HAProxy with Prometheus; tests/infra: a
-# Redis Cluster and PgBouncer) take minutes each, waiting on their processes: a shard of their own.
-declare -a NAMES=(e2e-a e2e-m e2e-n slow topology)
-declare -A DIRS=(
-    [e2e-a]="tests/e2e/test_[a-l]*.py"
-    [e2e-m]="tests/e2e/test_m*.py"
-    [e2e-n]="tests/e2e/test_[n-z]*.py"
-    [slow]="tests/bench tests/browser tests/foundation"
-    [topology]="tests/cluster tests/infra"
-)
-covered=" tests/e2e tests/bench tests/browser tests/foundation tests/cluster tests/infra "
-rest=()
-for dir in tests/*/; do
-    dir=${dir%/}
-    case "$covered" in *" $dir "*) continue ;; esac
-    [ "$dir" = tests/clients ] && continue  # client projects the e2e tests drive, not tests
-    compgen -G "$dir/test_*.py" >/dev/null || compgen -G "$dir/**/test_*.py" >/dev/null || continue
-    rest+=("$dir")
+# The shard table (tests/shards.py) is checked first: every test file in exactly one shard.
+.venv/bin/python -m tests.shards check || exit 1
+mapfile -t NAMES < <(.venv/bin/python -m tests.shards names)
+declare -A FILES=()
+for name in "${NAMES[@]}"; do
+    FILES[$name]=$(.venv/bin/python -m tests.shards files "$name" | tr '\n' ' ')
 done
-NAMES+=(rest)
-DIRS[rest]="${rest[*]}"
-
-# Every e2e file is in exactly one part (a new file named outside the patterns would be skipped).
-# shellcheck disable=SC2086
-parts=$(ls ${DIRS[e2e-a]} ${DIRS[e2e-m]} ${DIRS[e2e-n]} | sort)
-if [ "$parts" != "$(ls tests/e2e/test_*.py | sort)" ]; then
-    echo "FATAL: the e2e shards' patterns do not cover tests/e2e/test_*.py exactly once" >&2
-    exit 1
-fi
 
 # Job control on: a non-interactive shell starts background jobs with SIGINT ignored, and the
 # suite's Ctrl-C tests (the simulator's CLI, `make run`) would then inherit a deaf SIGINT. Each
@@ -63,14 +33,14 @@ declare -A PIDS=()
 started=$(date +%s)
 for name in "${NAMES[@]}"; do
     log="artifacts/test-$name.log"
-    echo "==> shard $name started: ${DIRS[$name]} (log: $log)"
+    echo "==> shard $name started: $(wc -w <<<"${FILES[$name]}") files (log: $log)"
     # The topology shard needs PostgreSQL: on the embedded default (DATABASE_URL unset)
     # tests/with_postgres.py finds the local server or starts a throwaway one, and says which;
     # with neither, those tests skip with that reason (and fail in CI, tests/services.py).
     wrap=()
     [ "$name" = topology ] && wrap=(.venv/bin/python -m tests.with_postgres)
     # shellcheck disable=SC2086
-    EZAT_TEST_SHARD=$name "${wrap[@]}" .venv/bin/python -m pytest ${DIRS[$name]} -p no:cacheprovider \
+    EZAT_TEST_SHARD=$name "${wrap[@]}" .venv/bin/python -m pytest ${FILES[$name]} -p no:cacheprovider \
         --junitxml="artifacts/junit-$name.xml" >"$log" 2>&1 &
     PIDS[$name]=$!
 done

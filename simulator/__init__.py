@@ -15,7 +15,7 @@ Control API (no auth), under ``/_sim/``: ``GET requests`` (recorded requests), `
 front's settings ``openai_auth``, ``openai_flavour``, ``openai_reasoning_field``).
 
 It is test infrastructure, not the product: nothing in the product imports it (the layering
-test, tests/unit/test_layering.py, holds that). The package is also a Django app, only for
+test, tests/foundation/test_layering.py, holds that). The package is also a Django app, only for
 ``python manage.py simulator``. Listed in INSTALLED_APPS, it is imported by every gateway
 process at start-up: so this file imports nothing, and a worker never loads aiohttp or the
 simulator's modules.

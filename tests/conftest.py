@@ -1,4 +1,11 @@
-"""Shared fixtures. End-to-end fixtures (running gateway + simulator) live in tests/e2e/conftest.py."""
+"""Shared fixtures and the kinds of test.
+
+The tests mirror the product's tree (tests/<app>/, tests/gateway/<subpackage>/, docs/testing.md);
+what kind a test is (unit, e2e, browser, cluster) is a marker, not a directory. The end-to-end
+stack (a running gateway in front of simulators) and the browser fixtures are plugins loaded
+here for every directory (tests/support/stack.py, tests/support/browser.py); their session
+fixtures start only when a test asks for them, so a unit-only run starts no gateway.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,22 @@ from typing import Any
 import pytest
 
 from tests import services
+
+pytest_plugins = ["tests.support.stack", "tests.support.browser"]
+
+# Every test is exactly one of these (tests/foundation/test_test_kinds.py checks it). A module
+# that drives running processes says so with `pytestmark`; a test that says nothing is `unit`.
+KINDS = ("unit", "e2e", "browser", "cluster")
+# The fixtures that start a kind's processes: a test that uses one is of that kind, so a new
+# end-to-end module that forgets its `pytestmark` fails collection instead of passing as unit.
+KIND_FIXTURES = {
+    "stack": "e2e",
+    "e2e": "e2e",
+    "app": "browser",
+    "browser": "browser",
+    "cluster": "cluster",
+    "infra": "cluster",
+}
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -76,6 +99,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     path, line, _ = item.location
     report.outcome = "skipped"
     report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {excinfo.value}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked with none of the kinds is a unit test; then every test must be exactly one
+    kind, and the kind of the processes it starts (KIND_FIXTURES), or the run stops here."""
+    for item in items:
+        if not any(item.get_closest_marker(kind) for kind in KINDS):
+            item.add_marker(pytest.mark.unit)
+    problems = kind_problems(items)
+    if problems:
+        raise pytest.UsageError(
+            "tests of no kind or of several (docs/testing.md, tests/conftest.py KINDS):\n"
+            + "\n".join(problems[:20])
+        )
+
+
+def kind_problems(items: list[Any]) -> list[str]:
+    """What is wrong with the kinds of these tests (pytest items): none or several of KINDS, or
+    a fixture of one kind (KIND_FIXTURES) used by a test not marked with it."""
+    problems = []
+    for item in items:
+        kinds = [kind for kind in KINDS if item.get_closest_marker(kind) is not None]
+        if len(kinds) != 1:
+            problems.append(f"{item.nodeid}: kinds {kinds}, must be exactly one of {list(KINDS)}")
+        for fixture in getattr(item, "fixturenames", ()):
+            kind = KIND_FIXTURES.get(fixture)
+            if kind is not None and kind not in kinds:
+                problems.append(
+                    f"{item.nodeid}: uses the `{fixture}` fixture, so it is {kind}"
+                    f" (pytestmark = pytest.mark.{kind})"
+                )
+    return problems
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

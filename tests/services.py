@@ -27,7 +27,7 @@ from typing import Any
 
 # The Redis databases of the private server, one per use, so suites never see each other's keys.
 REDIS_DB_APP = 0  # REDIS_URL of the test process (production shape)
-REDIS_DB_PREFIX = 8  # a gateway with its own EZAT_REDIS_PREFIX (tests/e2e/test_redis_prefix.py)
+REDIS_DB_PREFIX = 8  # a gateway with its own EZAT_REDIS_PREFIX (tests/core/test_redis_prefix.py)
 REDIS_DB_INFRA = 9  # the Celery broker of tests/infra (its gateways use a Redis Cluster)
 REDIS_DB_LAB = 10  # the routing lab's own gateway (cooldowns that must not reach the stack)
 REDIS_DB_ROUTING = 11  # the prefix digest's unit tests
@@ -193,7 +193,7 @@ def session_server() -> RedisServer:
     """The session's private Redis, started on first use.
 
     First use may come before the root conftest's pytest_configure: pytest imports the
-    conftest files of the paths on its command line first (`pytest tests/limits`), and those
+    conftest files of the paths on its command line first (`pytest tests/gateway/limits`), and those
     derive their URLs at import. Whoever asks first starts it; the root conftest stops it.
     """
     global _session_server

@@ -6,7 +6,7 @@ need one (tests/cluster, tests/infra) when `make test` runs on the embedded defa
 DATABASE_URL already set: the command runs as it is. Otherwise the first of:
 - the server at EZAT_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/ezat), when it
   answers within a few seconds;
-- a throwaway cluster (initdb + pg_ctl in a temporary directory, tests/e2e/durable_support.py),
+- a throwaway cluster (initdb + pg_ctl in a temporary directory, tests/support/durable_support.py),
   removed when the command ends;
 - neither: the command runs on SQLite and those suites skip, saying why (in CI they fail:
   tests/services.py `strict()`).
@@ -62,8 +62,8 @@ def main(command: list[str]) -> int:
             flush=True,
         )
         return _run(command, {**env, "DATABASE_URL": url})
-    from tests.e2e.durable_support import PrivatePostgres
     from tests.services import ServiceError
+    from tests.support.durable_support import PrivatePostgres
 
     try:
         private = PrivatePostgres()

@@ -5,7 +5,7 @@ the event loop and also for `notify_credit`, which arrives from whatever thread 
 credit grant. The lock is uncontended on the hot path (one loop thread), so it costs ~100 ns.
 
 The semantics mirror the Redis Lua script exactly (same seeding protocol, same refusal order,
-same hold and slot expiry); `tests/limits/test_limits_contract.py` runs one suite on both.
+same hold and slot expiry); `tests/gateway/limits/test_limits_contract.py` runs one suite on both.
 """
 
 from __future__ import annotations

@@ -297,7 +297,7 @@ end
 # The month's state is always charged (created if missing); the day's and the total's only when
 # they exist: they exist for keys capped per day or in total (an initial seed creates the hash,
 # with its gen, before it reads the database, so a seed in flight is never missed).
-# Returns 1 settled, 0 no-op. The arithmetic is settlement.settle's (tests/limits/
+# Returns 1 settled, 0 no-op. The arithmetic is settlement.settle's (tests/gateway/limits/
 # test_limits_settlement.py runs one table through this script and through that function).
 SETTLE = (
     _PRELUDE

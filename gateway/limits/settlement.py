@@ -3,7 +3,8 @@
 Pure: values in, values out (no Django, no I/O, no clock: `now` is passed, epoch seconds). The
 in-process limiter (local.py) keeps its state in memory and applies these functions to it; the
 Redis limiter runs the same arithmetic inside its Lua scripts (scripts.SETTLE, scripts.SEED,
-scripts.ADMIT's money checks), which cannot call Python. `tests/limits/test_limits_settlement.py`
+scripts.ADMIT's money checks), which cannot call Python.
+`tests/gateway/limits/test_limits_settlement.py`
 checks this module with a table and hypothesis properties, then runs one table of cases through
 both backends and asserts that each storage ends where this module says: the two cannot drift.
 

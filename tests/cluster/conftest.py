@@ -19,9 +19,9 @@ from tests import services
 from tests.billing.harness import CeleryWorker, subprocess_env
 from tests.cluster.harness import Beat, Cluster, HAProxy, PgProxy, Prometheus
 from tests.cluster.traffic import Answer, drive
-from tests.e2e.chat_support import SONNET
-from tests.e2e.conftest import Key, database_url
 from tests.services import RedisServer
+from tests.support.chat_support import SONNET
+from tests.support.stack import Key, database_url
 from tests.waiting import wait_for
 
 NODES = ["n1", "n2", "n3"]

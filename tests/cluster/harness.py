@@ -4,7 +4,7 @@ restarts it), in front of two simulated deployments. The gateways reach PostgreS
 second HAProxy in TCP mode that a fault test cuts (`PgProxy`); the Celery broker is a database
 of the session's private Redis, so a Redis restart takes the limits down, not the task queue.
 
-The gateways are the e2e stack's (tests/e2e/conftest.py `launch_gateway`: the production
+The gateways are the e2e stack's (tests/support/stack.py `launch_gateway`: the production
 launcher `python -m ezat.serve`), the workers the billing harness's (tests/billing/harness.py
 `CeleryWorker`). HAProxy balances round-robin, takes a node out when its `/readyz` fails
 (checked twice a second, out after two failures), retries a request that could not reach a node or that a draining node
@@ -28,8 +28,8 @@ from typing import Any
 import httpx
 
 from tests.billing.harness import CeleryWorker
-from tests.e2e.conftest import ROOT, GatewayProcess, launch_gateway
 from tests.services import MissingTool, RedisServer, ServiceError, free_port, stop_process
+from tests.support.stack import ROOT, GatewayProcess, launch_gateway
 from tests.waiting import wait_for
 
 NODE_HEADER = "x-ezat-node"

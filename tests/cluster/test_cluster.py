@@ -19,7 +19,7 @@ from tests.cluster.conftest import HOLD_TTL_SECONDS, NODES, ClusterContext, sigk
 from tests.cluster.metrics import node_metric
 from tests.cluster.shared_limits import assert_cap_holds, assert_rpm_shared, fail_until_cooling
 from tests.cluster.traffic import Answer, Load, call, drive, second_turns_sent, thinking_tool_loop
-from tests.e2e.conftest import Key
+from tests.support.stack import Key
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

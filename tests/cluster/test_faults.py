@@ -27,7 +27,7 @@ from tests.billing.harness import CeleryWorker
 from tests.cluster.conftest import NODE_ENV, NODES, ClusterContext
 from tests.cluster.metrics import cluster_metric, node_metric
 from tests.cluster.traffic import Answer, Load, call, drive
-from tests.e2e.chat_support import SONNET
+from tests.support.chat_support import SONNET
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -16,7 +16,7 @@ import httpx
 import openai
 
 from tests.cluster.harness import NODE_HEADER
-from tests.e2e.chat_support import SONNET, WEATHER_TOOL
+from tests.support.chat_support import SONNET, WEATHER_TOOL
 
 KINDS = ("chat", "chat-stream", "messages", "messages-stream", "responses")
 

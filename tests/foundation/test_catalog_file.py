@@ -63,7 +63,7 @@ def test_api_models_shows_the_published_table_exactly() -> None:
     load_catalog()
     holder.invalidate()
     data = {m["id"]: m for m in Client().get("/api/models").json()["data"]}
-    data.pop("ezat/auto")  # a chain, not a model of the table (tests/unit/test_model_chains.py)
+    data.pop("ezat/auto")  # a chain, not a model of the table (tests/catalog/test_model_chains.py)
     assert set(data) == {f"anthropic/{provider_id}" for provider_id in TABLE}
     for provider_id, (context, output, prices, thinking, efforts, default) in TABLE.items():
         model = data[f"anthropic/{provider_id}"]

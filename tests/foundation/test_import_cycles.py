@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.unit.test_layering import first_party_modules, imported_modules
+from tests.foundation.test_layering import first_party_modules, imported_modules
 
 # Each allowed circle, as the set of its modules, with the reason it stays.
 ALLOWED: dict[frozenset[str], str] = {

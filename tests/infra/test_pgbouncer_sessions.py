@@ -15,6 +15,8 @@ from billing.pg_async import AsyncPgInserter
 from tests import services
 from tests.infra.harness import PgBouncer
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture(scope="module")
 def pgbouncer(django_db_setup: None) -> Iterator[PgBouncer]:

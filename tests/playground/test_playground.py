@@ -1,6 +1,6 @@
 """The Playground's pieces without a browser: the request it builds, its session key (minted
 once, never in a page, revoked at expiry), CSRF and tenancy of the run endpoint. The streamed
-run itself is covered in tests/browser/test_playground_alerts_browser.py."""
+run itself is covered in tests/playground/test_playground_alerts_browser.py."""
 
 from __future__ import annotations
 

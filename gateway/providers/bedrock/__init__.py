@@ -14,7 +14,8 @@ Reference §1 (botocore's service model, the AWS docs, the official SDK):
   the signature are botocore's (`SigV4Auth.signature`); the canonical request is built here, the
   way botocore's SigV4Auth builds it, because its request machinery (AWSRequest, header objects
   on email.message) cost ~260 µs per request on the bench machine against a whole Anthropic-kind
-  request of ~1.5 ms (target: Bedrock ≤ 1.3×). tests/unit/test_bedrock_signing.py checks every
+  request of ~1.5 ms (target: Bedrock ≤ 1.3×).
+tests/gateway/providers/test_bedrock_signing.py checks every
   signature against botocore's own add_auth path (hypothesis), and the simulator verifies them
   with botocore on every e2e request.
 - Errors: `{"message": …}` with the exception name in `x-amzn-ErrorType`; throttling is a 429,

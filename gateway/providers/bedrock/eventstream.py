@@ -16,7 +16,7 @@ gateway 56 µs on Bedrock against 6 µs on the Anthropic kind (9.4×, target ≤
 back to back; in isolation botocore decoded 36 µs per event against 2.6 µs for the SSE parser.
 Its buffer re-slices its whole remainder per message and builds header objects per message; this
 one walks a memoryview, checks both CRCs with zlib's C CRC32, and parses a header block once per
-distinct block (Bedrock repeats the same three headers on every chunk). tests/unit/
+distinct block (Bedrock repeats the same three headers on every chunk). tests/gateway/providers/
 test_bedrock_eventstream.py checks it against botocore's decoder with hypothesis (any messages,
 any split of the bytes, corrupted bytes refused by both).
 

@@ -210,7 +210,8 @@ def _template_of(data: bytes, parsed: dict[str, Any], text: str) -> tuple[bytes,
     written without escapes. Then a block `prefix + T + suffix`, T free of quotes, backslashes
     and control characters, is valid JSON that parses to this chunk with T as its content, so
     the slow path would give the same event with T as its text: the fast path skips the parse
-    (tests/unit/test_openai_relay_decoder.py checks the two agree on generated chunks)."""
+    (tests/gateway/providers/test_openai_relay_decoder.py checks the two agree on generated
+    chunks)."""
     choices = parsed["choices"]
     if len(choices) != 1 or parsed.get("usage") is not None:
         return NO_TEMPLATE

@@ -12,7 +12,7 @@ tiktoken's ids on the references of OpenAI's cookbook "How to count tokens with 
 (github.com/openai/openai-cookbook, examples/How_to_count_tokens_with_tiktoken.ipynb):
 "tiktoken is great!" -> [83, 8251, 2488, 382, 2212, 0], "antidisestablishmentarianism" ->
 [493, 129901, 376, 160388, 21203, 2367], "hello world" -> [24912, 2375] (tiktoken's own test);
-tests/unit/test_openai_provider_tokens.py checks these. The message overhead is the
+tests/gateway/providers/test_openai_provider_tokens.py checks these. The message overhead is the
 cookbook's `num_tokens_from_messages`: 3 per message, the tokens of every string field (role,
 content, name; +1 for a name), 3 to prime the reply; it matches the API's 124 prompt tokens on
 the cookbook's example for gpt-4o. Tools follow the cookbook's `num_tokens_for_tools` for
