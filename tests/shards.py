@@ -10,13 +10,14 @@ Each shard's files are given to pytest in the order a one-process run collects t
 directory by directory, names sorted), so a shard runs a subsequence of that run: the order an
 engineer gets from `pytest tests`, with pytest-django's stable sort by database use on top.
 
-Balance (last measured 2026-12-07 on a 2-core box under a load of ~25, so every time ~3x CI's;
-the run was stopped at 26 min, the shards then 55-100 % done): e2e-routing, rest and browser
-were the longest, e2e-providers and e2e-responses the shortest, so tests/api and the gateway's
-top-level modules moved to those two. Measured from a full run's artifacts/junit-<shard>.xml (`python -m tests.shards
-durations artifacts/junit-*.xml` prints each file's and each shard's time). The end-to-end
-files are the bulk; every shard that has any starts a stack (gateway and simulators) of its
-own, so each shard takes whole areas rather than a few files of every area.
+Balance: six shards, as the suite was balanced (and passed CI in ~12 min on 2 cores) before the
+tree layout: the end-to-end files in three by file name (a-l, m, n-z: the same files under their
+new paths), the long and mostly waiting ones together (benchmark smoke, instruction-count guard,
+browser, foundation), the topologies, and the rest. An eight-shard split by area was tried: on 2
+cores it ran longer (its slowest shard 14 min), and its browser tests, sharing a process with the
+billing e2e tests, timed out. Measure from a full run's artifacts/junit-<shard>.xml (`python -m
+tests.shards durations artifacts/junit-*.xml` prints each file's and each shard's time). A new
+end-to-end file lands in `rest` until it is named here.
 
     python -m tests.shards names          the shard names, in start order
     python -m tests.shards files NAME     the test files of one shard, in run order
@@ -40,29 +41,77 @@ REST = "rest"
 
 # Shard name -> glob patterns over paths from the repository root. In start order; `rest` last.
 SHARDS: dict[str, tuple[str, ...]] = {
-    # The translated and relayed APIs end to end: the largest area, in two.
-    "e2e-chat": ("tests/gateway/handlers/test_[a-m]*.py",),
-    "e2e-responses": (
-        "tests/gateway/handlers/test_[n-z]*.py",
-        "tests/gateway/test_*.py",
+    # The end-to-end tests (each shard starts a stack of its own: a gateway, the simulators), in
+    # three by file name, as they were balanced before the tree layout: a-l, m, n-z.
+    "e2e-a": (
+        "tests/accounts/test_key_lifecycle.py",
+        "tests/billing/test_durable_usage.py",
+        "tests/billing/test_group_commit.py",
+        "tests/billing/test_limits_billing_usage.py",
+        "tests/ezat/test_graceful_shutdown.py",
+        "tests/gateway/handlers/test_agents_claude_code.py",
+        "tests/gateway/handlers/test_agents_codex.py",
+        "tests/gateway/handlers/test_agents_openai_sdk.py",
+        "tests/gateway/handlers/test_chat_caching.py",
+        "tests/gateway/handlers/test_chat_errors.py",
+        "tests/gateway/handlers/test_chat_images.py",
+        "tests/gateway/handlers/test_chat_request_mapping.py",
+        "tests/gateway/handlers/test_chat_response.py",
+        "tests/gateway/handlers/test_chat_streaming.py",
+        "tests/gateway/handlers/test_chat_tools_thinking.py",
+        "tests/gateway/handlers/test_hostile_input.py",
+        "tests/gateway/images/test_image_memory_e2e.py",
+        "tests/gateway/limits/test_limits_billing_limits.py",
+        "tests/gateway/limits/test_limits_billing_round_trips.py",
+        "tests/gateway/routing/test_bad_deployments.py",
+        "tests/gateway/test_db_connections.py",
     ),
-    "e2e-providers": (
-        "tests/gateway/providers/test_*.py",
-        "tests/gateway/images/test_*.py",
-        "tests/gateway/protocols/test_*.py",
-        "tests/api/test_*.py",
+    "e2e-m": (
+        "tests/gateway/handlers/test_messages_api.py",
+        "tests/gateway/handlers/test_models_and_prices.py",
+        "tests/gateway/limits/test_media_holds.py",
+        "tests/gateway/routing/test_model_fallbacks.py",
     ),
-    "e2e-routing": (
-        "tests/gateway/routing/test_*.py",
-        "tests/gateway/limits/test_*.py",
+    "e2e-n": (
+        "tests/billing/test_request_log.py",
+        "tests/billing/test_request_log_integrity.py",
+        "tests/catalog/test_operator_api_deployments.py",
+        "tests/core/test_redis_prefix.py",
+        "tests/gateway/handlers/test_openai_chat_relay.py",
+        "tests/gateway/handlers/test_openai_responses_relay.py",
+        "tests/gateway/handlers/test_real_clients.py",
+        "tests/gateway/handlers/test_responses_clients.py",
+        "tests/gateway/handlers/test_responses_nul.py",
+        "tests/gateway/handlers/test_responses_python_sdk.py",
+        "tests/gateway/handlers/test_responses_state.py",
+        "tests/gateway/handlers/test_responses_tools.py",
+        "tests/gateway/handlers/test_responses_wire.py",
+        "tests/gateway/handlers/test_tools_types.py",
+        "tests/gateway/limits/test_stored_context_holds.py",
+        "tests/gateway/providers/test_openai_cross_provider.py",
+        "tests/gateway/providers/test_openai_documents.py",
+        "tests/gateway/providers/test_openai_gemini_signatures.py",
+        "tests/gateway/providers/test_openai_kinds.py",
+        "tests/gateway/providers/test_openai_messages.py",
+        "tests/gateway/providers/test_openai_pitfalls.py",
+        "tests/gateway/providers/test_platform_credentials.py",
+        "tests/gateway/providers/test_platform_lazy_imports.py",
+        "tests/gateway/providers/test_platforms.py",
+        "tests/gateway/routing/test_routing_capacity.py",
+        "tests/gateway/routing/test_routing_cooldown.py",
+        "tests/gateway/routing/test_routing_failover.py",
+        "tests/gateway/routing/test_routing_sticky.py",
+        "tests/gateway/routing/test_tenant_fairness.py",
+        "tests/gateway/test_partial_streams.py",
+        "tests/gateway/test_request_size.py",
+        "tests/playground/test_playground_relay.py",
     ),
+    # Long and mostly waiting: the benchmark smoke tests and the instruction-count guard, the
+    # browser tests, the foundation tests (the quickstart among them).
     "slow": (
         "tests/bench/test_*.py",
-        "tests/foundation/test_*.py",
-    ),
-    "browser": (
         "tests/*/test_*_browser.py",
-        "tests/billing/test_*.py",
+        "tests/foundation/test_*.py",
     ),
     # Three gateways behind HAProxy with Prometheus, a Redis Cluster and PgBouncer: minutes
     # each, waiting on their processes (scripts/test_shards.sh wraps this shard with
