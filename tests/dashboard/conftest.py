@@ -123,9 +123,13 @@ def _tenant(name: str, slug: str, owner: Any) -> Tenant:
 
 
 @pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
+def _fast_passwords(request: pytest.FixtureRequest) -> None:
     # PBKDF2 at full strength costs ~0.3 s per user; the tests are about tenancy, not hashing.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Not for the browser tests beside them: their users sign in to a server in another
+    # process, which checks passwords with the real hashers.
+    if request.node.get_closest_marker("browser") is None:
+        settings = request.getfixturevalue("settings")
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
